@@ -1,0 +1,40 @@
+//! A tool that fails on purpose, so the host's handling of tool errors and
+//! of tool traps can be tested.
+
+use agentd_tool_sdk::{Error, Guest, Metadata, ToolSpec, export_tool, parse_args};
+use serde::Deserialize;
+
+const NAME: &str = "fail_tool";
+const DESCRIPTION: &str = "Always fails; traps instead when `trap` is true.";
+const PARAMETERS: &str = r#"{"type":"object","properties":{"trap":{"type":"boolean"}}}"#;
+
+#[derive(Deserialize)]
+struct Args {
+    #[serde(default)]
+    trap: bool,
+}
+
+struct FailTool;
+
+impl Guest for FailTool {
+    fn metadata() -> Metadata {
+        Metadata::new(NAME, env!("CARGO_PKG_VERSION"), DESCRIPTION)
+    }
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new(NAME, DESCRIPTION, PARAMETERS)
+    }
+
+    fn invoke(arguments: String) -> Result<String, Error> {
+        // Arguments that do not parse still get the deliberate failure: the
+        // tests want this tool's error, not the SDK's.
+        let trap = parse_args::<Args>(&arguments).is_ok_and(|args| args.trap);
+        if trap {
+            // With panic = "abort" this is a wasm trap.
+            panic!("fail_tool: deliberate trap");
+        }
+        Err(Error::failed("deliberate failure"))
+    }
+}
+
+export_tool!(FailTool);

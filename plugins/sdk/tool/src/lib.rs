@@ -1,0 +1,100 @@
+//! Guest SDK for agentd *tool* plugins.
+//!
+//! Only the `tool` world is generated here: a component embeds the type
+//! section of every world its crates generate, so sharing one crate with the
+//! strategy world would give every tool the agent imports too.
+
+/// Raw `wit-bindgen` output, public for anything the re-exports miss.
+pub mod bindings {
+    wit_bindgen::generate!({
+        world: "tool",
+        path: "../../../wit",
+        // Lets plugin code and tests compare messages and errors.
+        additional_derives: [PartialEq],
+        pub_export_macro: true,
+        export_macro_name: "export_tool",
+        default_bindings_module: "agentd_tool_sdk::bindings",
+    });
+}
+
+pub use bindings::agentd::plugin::sandbox::{self, Command, CommandOutput, DirEntry};
+pub use bindings::agentd::plugin::types::{Error, ErrorCode, PluginMetadata as Metadata, ToolSpec};
+/// `export_tool!(MyTool)` makes `MyTool` (which implements [`Guest`]) the
+/// component's `tool-api` export. Use it exactly once.
+pub use bindings::export_tool;
+/// The trait a tool implements.
+pub use bindings::exports::agentd::plugin::tool_api::Guest;
+
+include!("../../common.rs");
+
+impl ToolSpec {
+    /// `parameters` is a JSON Schema object as JSON text; it goes to the
+    /// model as is, so it is not checked here.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: impl Into<String>,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: parameters.into(),
+        }
+    }
+}
+
+impl Command {
+    /// A command with the sandbox's defaults for everything else.
+    pub fn new(command: impl Into<String>) -> Self {
+        Command {
+            command: command.into(),
+            workdir: None,
+            timeout_secs: None,
+            stdin: None,
+        }
+    }
+}
+
+/// Deserializes a tool's arguments, turning bad input into an
+/// `invalid-input` error the model can read and correct.
+///
+/// The arguments come from the model, so anything may arrive. Empty text
+/// counts as `{}`, because models send nothing for tools without parameters.
+pub fn parse_args<T: serde::de::DeserializeOwned>(arguments: &str) -> Result<T, Error> {
+    let text = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    serde_json::from_str(text).map_err(|e| Error::invalid_input(format!("invalid arguments: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct Args {
+        #[serde(default)]
+        text: Option<String>,
+    }
+
+    #[test]
+    fn empty_arguments_are_an_empty_object() {
+        assert_eq!(parse_args::<Args>(""), Ok(Args { text: None }));
+        assert_eq!(parse_args::<Args>("  "), Ok(Args { text: None }));
+    }
+
+    #[test]
+    fn bad_arguments_are_invalid_input() {
+        for bad in ["{", "[1]", r#"{"text": 3}"#] {
+            let error = parse_args::<Args>(bad).err();
+            assert!(
+                matches!(&error, Some(e) if e.code == ErrorCode::InvalidInput
+                    && e.message.starts_with("invalid arguments: ")),
+                "{bad}: {error:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The state of one run that the strategy's host imports act on.
+//!
+//! It lives outside the wasm store on purpose: when a guest traps, times out
+//! or a host call panics, the store is gone but the memory, usage and step
+//! records are still here for the run record.
+
+use std::sync::{Mutex, MutexGuard};
+
+use super::events::{EventSink, RunEvent};
+use super::memory::Memory;
+use super::message::{check_tool_pairing, Message, MessageError, Role};
+use super::stuck;
+use crate::config::AgentConfig;
+use crate::llm::{
+    estimate_tokens, ChatRequest, ChatResponse, LlmClient, ToolChoice, ToolSpec, Usage,
+};
+
+pub struct RunContext {
+    pub run_id: String,
+    pub agent: AgentConfig,
+    pub max_steps: u32,
+    pub llm: LlmClient,
+    pub tool_specs: Vec<ToolSpec>,
+    pub events: EventSink,
+    state: Mutex<RunState>,
+}
+
+pub struct RunState {
+    pub memory: Memory,
+    pub usage: Usage,
+    pub current_step: u32,
+    pub finished: bool,
+    /// Set when the input-token budget refused a request.
+    pub token_limit: Option<String>,
+    /// The step whose prompt carries the stuck warning (one step only).
+    pub warning_step: Option<u32>,
+    /// The plugin executing right now, to name it when a step overruns.
+    pub current_plugin: String,
+    pub results: Vec<String>,
+}
+
+/// The configuration as it applies to the step being executed.
+pub struct StepConfig {
+    pub name: String,
+    pub system_prompt: Option<String>,
+    pub next_step_prompt: Option<String>,
+    pub current_step: u32,
+    pub max_steps: u32,
+    pub max_observe: Option<u32>,
+    pub tool_choice: ToolChoice,
+    pub special_tools: Vec<String>,
+}
+
+pub enum ChatFailure {
+    TokenLimit(String),
+    Failed(String),
+}
+
+impl RunContext {
+    pub fn new(
+        run_id: String,
+        agent: AgentConfig,
+        max_steps: u32,
+        llm: LlmClient,
+        tool_specs: Vec<ToolSpec>,
+        events: EventSink,
+        strategy_name: &str,
+    ) -> Self {
+        let memory = Memory::new(agent.max_messages as usize);
+        RunContext {
+            run_id,
+            agent,
+            max_steps,
+            llm,
+            tool_specs,
+            events,
+            state: Mutex::new(RunState {
+                memory,
+                usage: Usage::default(),
+                current_step: 0,
+                finished: false,
+                token_limit: None,
+                warning_step: None,
+                current_plugin: strategy_name.to_string(),
+                results: Vec::new(),
+            }),
+        }
+    }
+
+    /// Never held across an await. A poisoned lock only means a host call
+    /// panicked mid-update; the data is still the best record there is.
+    pub fn lock(&self) -> MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn emit(&self, event: RunEvent) {
+        (self.events)(&event);
+    }
+
+    pub fn step_config(&self) -> StepConfig {
+        let st = self.lock();
+        let configured = self.agent.next_step_prompt.as_deref();
+        let next_step_prompt = if st.warning_step == Some(st.current_step) {
+            Some(stuck::prompt_with_warning(configured))
+        } else {
+            configured.map(str::to_string)
+        };
+        StepConfig {
+            name: self.agent.name.clone(),
+            system_prompt: self.agent.system_prompt.clone(),
+            next_step_prompt,
+            current_step: st.current_step,
+            max_steps: self.max_steps,
+            max_observe: self.agent.max_observe,
+            tool_choice: self.agent.tool_choice,
+            special_tools: self.agent.special_tools.clone(),
+        }
+    }
+
+    pub fn add_message(&self, message: Message) -> Result<(), MessageError> {
+        let event = (message.role == Role::Assistant).then(|| RunEvent::AssistantMessage {
+            step: 0,
+            content: message.content.clone(),
+            tool_calls: message.tool_calls.iter().map(|c| c.name.clone()).collect(),
+        });
+        let step = {
+            let mut st = self.lock();
+            st.memory.add(message)?;
+            st.current_step
+        };
+        if let Some(RunEvent::AssistantMessage {
+            content,
+            tool_calls,
+            ..
+        }) = event
+        {
+            self.emit(RunEvent::AssistantMessage {
+                step,
+                content,
+                tool_calls,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn finish(&self) {
+        self.lock().finished = true;
+    }
+
+    /// One LLM call on behalf of the strategy, inside the run's token budget.
+    pub async fn chat(
+        &self,
+        messages: Vec<Message>,
+        tools: Vec<ToolSpec>,
+        tool_choice: ToolChoice,
+    ) -> Result<ChatResponse, ChatFailure> {
+        for m in &messages {
+            m.validate()
+                .map_err(|e| ChatFailure::Failed(format!("invalid chat request: {e}")))?;
+        }
+        check_tool_pairing(&messages)
+            .map_err(|e| ChatFailure::Failed(format!("invalid chat request: {e}")))?;
+        if let Some(max) = self.llm.settings().max_input_tokens {
+            let needed = estimate_tokens(&messages, &tools);
+            let mut st = self.lock();
+            let current = st.usage.prompt_tokens;
+            if st.token_limit.is_some() || current + needed > max {
+                let msg = format!(
+                    "Request may exceed input token limit (Current: {current}, Needed: {needed}, Max: {max})"
+                );
+                st.token_limit = Some(msg.clone());
+                return Err(ChatFailure::TokenLimit(msg));
+            }
+        }
+        let response = self
+            .llm
+            .chat(ChatRequest {
+                messages: &messages,
+                tools: &tools,
+                tool_choice,
+            })
+            .await
+            .map_err(|e| ChatFailure::Failed(e.to_string()))?;
+        self.lock().usage += response.usage;
+        Ok(response)
+    }
+}

@@ -1,0 +1,61 @@
+//! What a run reports as it happens. The CLI prints these; the daemon will
+//! stream and store them.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::outcome::Outcome;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        agent: String,
+        request: String,
+        max_steps: u32,
+        strategy: String,
+        strategy_version: String,
+    },
+    StepStarted {
+        step: u32,
+        max_steps: u32,
+    },
+    AssistantMessage {
+        step: u32,
+        content: Option<String>,
+        tool_calls: Vec<String>,
+    },
+    ToolCall {
+        step: u32,
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolResult {
+        step: u32,
+        id: String,
+        name: String,
+        ok: bool,
+        output: String,
+    },
+    StuckDetected {
+        step: u32,
+    },
+    StepFinished {
+        step: u32,
+        result: String,
+    },
+    RunEnded {
+        outcome: Outcome,
+        steps: u32,
+        error: Option<String>,
+    },
+}
+
+pub type EventSink = Arc<dyn Fn(&RunEvent) + Send + Sync>;
+
+pub fn discard_events() -> EventSink {
+    Arc::new(|_| {})
+}

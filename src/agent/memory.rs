@@ -1,0 +1,155 @@
+//! The run's message memory: a sliding window that never breaks a tool-call
+//! group.
+//!
+//! OpenManus keeps the newest `max_messages` by plain count, which can cut
+//! between an assistant `tool_calls` message and its answers; the next request
+//! then carries an orphan `tool` message and real servers answer HTTP 400.
+//! Here the window is only ever cut at a safe boundary.
+
+use super::message::{Message, MessageError, Role};
+
+pub const DEFAULT_MAX_MESSAGES: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct Memory {
+    entries: Vec<(u64, Message)>,
+    max_messages: usize,
+    next_serial: u64,
+}
+
+impl Memory {
+    pub fn new(max_messages: usize) -> Self {
+        Memory {
+            entries: Vec::new(),
+            max_messages: max_messages.max(1),
+            next_serial: 0,
+        }
+    }
+
+    pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
+        message.validate()?;
+        self.entries.push((self.next_serial, message));
+        self.next_serial += 1;
+        self.trim();
+        Ok(())
+    }
+
+    /// A mark that [`Memory::added_since`] can compare against; it survives
+    /// trimming, unlike an index.
+    pub fn mark(&self) -> u64 {
+        self.next_serial
+    }
+
+    /// Messages still in the window that were added after `mark`.
+    pub fn added_since(&self, mark: u64) -> impl Iterator<Item = &Message> {
+        self.entries
+            .iter()
+            .filter(move |(serial, _)| *serial >= mark)
+            .map(|(_, m)| m)
+    }
+
+    pub fn messages(&self) -> Vec<Message> {
+        self.entries.iter().map(|(_, m)| m.clone()).collect()
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> {
+        self.entries.iter().map(|(_, m)| m)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn trim(&mut self) {
+        if self.entries.len() > self.max_messages {
+            let excess = self.entries.len() - self.max_messages;
+            self.entries.drain(..excess);
+        }
+        // A `tool` message at the head has lost the assistant message that
+        // called it: drop it (and its siblings) so the window starts clean.
+        // An assistant message with calls at the head keeps all its answers,
+        // because answers always follow their call and trimming only cuts the
+        // front.
+        let orphans = self
+            .entries
+            .iter()
+            .take_while(|(_, m)| m.role == Role::Tool)
+            .count();
+        self.entries.drain(..orphans);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::message::{check_tool_pairing, ToolCall};
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "echo".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn keeps_newest_by_count() {
+        let mut m = Memory::new(3);
+        for i in 0..5 {
+            m.add(Message::user(format!("u{i}"))).expect("add");
+        }
+        let contents: Vec<_> = m.iter().map(|m| m.content_str().to_string()).collect();
+        assert_eq!(contents, ["u2", "u3", "u4"]);
+    }
+
+    #[test]
+    fn never_leaves_an_orphan_tool_message_at_the_head() {
+        // Every window size against a conversation of multi-call groups: the
+        // window must always be a conversation a real server accepts.
+        for max in 1..12 {
+            let mut m = Memory::new(max);
+            for step in 0..6 {
+                m.add(Message::user(format!("step {step}"))).expect("add");
+                let ids = [format!("{step}a"), format!("{step}b")];
+                m.add(Message::assistant_with_calls(
+                    None,
+                    ids.iter().map(|i| call(i)).collect(),
+                ))
+                .expect("add");
+                for id in &ids {
+                    m.add(Message::tool("r", id.clone(), "echo")).expect("add");
+                }
+                let window = m.messages();
+                assert!(
+                    check_tool_pairing(&window).is_ok(),
+                    "max={max} step={step}: {window:?}"
+                );
+                assert!(window.len() <= max);
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_invalid_messages() {
+        let mut m = Memory::new(10);
+        let mut bad = Message::tool("x", "id", "n");
+        bad.tool_call_id = None;
+        assert!(m.add(bad).is_err());
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn marks_survive_trimming() {
+        let mut m = Memory::new(2);
+        m.add(Message::user("a")).expect("add");
+        let mark = m.mark();
+        m.add(Message::user("b")).expect("add");
+        m.add(Message::user("c")).expect("add");
+        let since: Vec<_> = m.added_since(mark).map(|m| m.content_str()).collect();
+        assert_eq!(since, ["b", "c"]);
+    }
+}

@@ -1,0 +1,369 @@
+//! Chat messages as the run loop, the LLM client and the run record see them.
+//!
+//! One representation serves all three so that what is stored is exactly what
+//! is sent: the OpenAI wire shape is produced by `Serialize`, never by hand.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MessageError {
+    /// OpenManus silently drops messages with an unknown role; a dropped
+    /// message changes what the model sees, so agentd refuses instead.
+    #[error("unknown message role `{0}` (expected system, user, assistant or tool)")]
+    UnknownRole(String),
+    #[error("a `tool` message must carry `tool_call_id`")]
+    ToolWithoutCallId,
+    #[error("only `assistant` messages may carry tool calls, not `{0}`")]
+    ToolCallsOnWrongRole(Role),
+}
+
+impl FromStr for Role {
+    type Err = MessageError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "system" => Ok(Role::System),
+            "user" => Ok(Role::User),
+            "assistant" => Ok(Role::Assistant),
+            "tool" => Ok(Role::Tool),
+            other => Err(MessageError::UnknownRole(other.to_string())),
+        }
+    }
+}
+
+/// A call the model asked for. `arguments` stays the model's raw string: it
+/// may not be valid JSON, and the strategy must be able to say so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Message {
+    fn plain(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content)
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content)
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::plain(Role::Assistant, content)
+    }
+
+    pub fn assistant_with_calls(content: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content,
+            tool_calls,
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    pub fn tool(
+        content: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Message {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(tool_call_id.into()),
+            name: Some(name.into()),
+        }
+    }
+
+    /// The checks a real server would make on one message in isolation.
+    pub fn validate(&self) -> Result<(), MessageError> {
+        if self.role == Role::Tool && self.tool_call_id.as_deref().unwrap_or("").is_empty() {
+            return Err(MessageError::ToolWithoutCallId);
+        }
+        if self.role != Role::Assistant && !self.tool_calls.is_empty() {
+            return Err(MessageError::ToolCallsOnWrongRole(self.role));
+        }
+        Ok(())
+    }
+
+    pub fn content_str(&self) -> &str {
+        self.content.as_deref().unwrap_or("")
+    }
+}
+
+/// The OpenAI wire shape. Kept private so nothing else builds JSON by hand.
+#[derive(Serialize, Deserialize)]
+struct WireMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(crate) struct WireToolCall {
+    #[serde(default)]
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: WireFunction,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+#[derive(Serialize, Deserialize)]
+pub(crate) struct WireFunction {
+    pub name: String,
+    /// Some servers (older Ollama builds) send an object instead of a string;
+    /// accept both and keep a string, as the OpenAI format defines.
+    #[serde(default, deserialize_with = "arguments_as_string")]
+    pub arguments: String,
+}
+
+fn arguments_as_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(match value {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+impl From<&ToolCall> for WireToolCall {
+    fn from(call: &ToolCall) -> Self {
+        WireToolCall {
+            id: call.id.clone(),
+            kind: function_type(),
+            function: WireFunction {
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            },
+        }
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WireMessage {
+            role: self.role.as_str().to_string(),
+            content: self.content.clone(),
+            tool_calls: self.tool_calls.iter().map(WireToolCall::from).collect(),
+            tool_call_id: self.tool_call_id.clone(),
+            name: self.name.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = WireMessage::deserialize(d)?;
+        let role = wire
+            .role
+            .parse::<Role>()
+            .map_err(serde::de::Error::custom)?;
+        Ok(Message {
+            role,
+            content: wire.content,
+            tool_calls: wire
+                .tool_calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| ToolCall {
+                    id: if c.id.is_empty() {
+                        format!("call_{i}")
+                    } else {
+                        c.id
+                    },
+                    name: c.function.name,
+                    arguments: c.function.arguments,
+                })
+                .collect(),
+            tool_call_id: wire.tool_call_id,
+            name: wire.name,
+        })
+    }
+}
+
+/// Checks what real OpenAI-compatible servers check across a conversation:
+/// every `tool` message answers a call of the assistant message just before
+/// its group, and every call of an assistant message is answered before the
+/// next non-tool message. Used by the host before sending, so a strategy gets
+/// a precise error instead of an opaque HTTP 400.
+pub fn check_tool_pairing(messages: &[Message]) -> Result<(), String> {
+    let mut pending: Vec<&str> = Vec::new();
+    let mut in_group = false;
+    for (i, m) in messages.iter().enumerate() {
+        match m.role {
+            Role::Tool => {
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                if !in_group {
+                    return Err(format!(
+                        "message {i}: tool message `{id}` does not follow an assistant message with tool_calls"
+                    ));
+                }
+                match pending.iter().position(|p| *p == id) {
+                    Some(pos) => {
+                        pending.remove(pos);
+                    }
+                    None => {
+                        return Err(format!(
+                            "message {i}: tool message answers `{id}`, which the preceding assistant message did not call"
+                        ))
+                    }
+                }
+            }
+            _ => {
+                if !pending.is_empty() {
+                    return Err(format!(
+                        "message {i}: tool calls {pending:?} of the preceding assistant message were not answered"
+                    ));
+                }
+                in_group = m.role == Role::Assistant && !m.tool_calls.is_empty();
+                if in_group {
+                    pending = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                }
+            }
+        }
+    }
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "tool calls {pending:?} of the last assistant message were not answered"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_role_is_an_error_not_a_drop() {
+        assert_eq!(
+            "robot".parse::<Role>(),
+            Err(MessageError::UnknownRole("robot".into()))
+        );
+        let err = serde_json::from_str::<Message>(r#"{"role":"robot","content":"x"}"#)
+            .expect_err("unknown role must not parse");
+        assert!(err.to_string().contains("unknown message role `robot`"));
+    }
+
+    #[test]
+    fn wire_shape_is_openai() {
+        let m = Message::assistant_with_calls(
+            None,
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "bash".into(),
+                arguments: "{\"command\":\"ls\"}".into(),
+            }],
+        );
+        let v = serde_json::to_value(&m).expect("serialize");
+        assert_eq!(v["tool_calls"][0]["type"], "function");
+        assert_eq!(
+            v["tool_calls"][0]["function"]["arguments"],
+            "{\"command\":\"ls\"}"
+        );
+        let t = serde_json::to_value(Message::tool("out", "c1", "bash")).expect("serialize");
+        assert_eq!(t["tool_call_id"], "c1");
+        assert_eq!(t["name"], "bash");
+    }
+
+    #[test]
+    fn object_arguments_become_a_string() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}"#,
+        )
+        .expect("parse");
+        assert_eq!(m.tool_calls[0].arguments, r#"{"a":1}"#);
+        assert_eq!(m.tool_calls[0].id, "call_0");
+    }
+
+    #[test]
+    fn tool_message_needs_call_id() {
+        let mut t = Message::tool("x", "id", "n");
+        t.tool_call_id = None;
+        assert_eq!(t.validate(), Err(MessageError::ToolWithoutCallId));
+    }
+
+    #[test]
+    fn pairing_rules() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "t".into(),
+            arguments: "{}".into(),
+        };
+        let a = Message::assistant_with_calls(None, vec![call("1"), call("2")]);
+        let ok = vec![
+            Message::user("hi"),
+            a.clone(),
+            Message::tool("r", "1", "t"),
+            Message::tool("r", "2", "t"),
+            Message::user("next"),
+        ];
+        assert!(check_tool_pairing(&ok).is_ok());
+        assert!(check_tool_pairing(&ok[2..]).is_err(), "orphan tool at head");
+        assert!(check_tool_pairing(&ok[..3]).is_err(), "unanswered call");
+        let mut missing = ok.clone();
+        missing.remove(3);
+        assert!(check_tool_pairing(&missing).is_err());
+    }
+}

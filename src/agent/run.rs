@@ -1,0 +1,401 @@
+//! OpenManus's `BaseAgent.run`, with its defects fixed (see
+//! `docs/agent-semantics.md` in the shared contract): an explicit outcome for
+//! every run, a step counter per run, and sandbox cleanup on every ending.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{info, info_span, warn, Instrument};
+
+use super::context::RunContext;
+use super::events::{discard_events, EventSink, RunEvent};
+use super::message::Message;
+use super::outcome::{AgentState, Outcome, RunRecord};
+use super::stuck::is_stuck;
+use crate::config::{AgentConfig, DAEMON_DEFAULT_MAX_STEPS};
+use crate::llm::LlmClient;
+use crate::plugin::registry::{StrategyPlugin, ToolPlugin};
+use crate::plugin::strategy_host::StrategyState;
+use crate::plugin::tool_host::ToolBox;
+use crate::plugin::PluginHost;
+use crate::sandbox::{Sandbox, SandboxProvider};
+
+/// What every run of every agent shares.
+pub struct Runtime {
+    pub plugins: Arc<PluginHost>,
+    pub sandboxes: Arc<dyn SandboxProvider>,
+    /// How long one step (strategy plus the tools it calls) may take.
+    pub step_timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AgentError {
+    #[error("Cannot run agent from state: {0:?}")]
+    NotIdle(AgentState),
+}
+
+pub struct RunOptions {
+    pub run_id: Option<String>,
+    pub cancel: CancellationToken,
+    pub events: EventSink,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            run_id: None,
+            cancel: CancellationToken::new(),
+            events: discard_events(),
+        }
+    }
+}
+
+/// An agent: its configuration and its lifecycle state. Runs of one agent
+/// are sequential (a second concurrent `run` is refused, as in OpenManus);
+/// the daemon makes one `Agent` per run.
+pub struct Agent {
+    config: AgentConfig,
+    llm: LlmClient,
+    runtime: Arc<Runtime>,
+    state: Mutex<AgentState>,
+    last_outcome: Mutex<Option<Outcome>>,
+}
+
+struct Resolved {
+    strategy: Arc<StrategyPlugin>,
+    tools: Vec<Arc<ToolPlugin>>,
+    max_steps: u32,
+}
+
+impl Agent {
+    pub fn new(config: AgentConfig, llm: LlmClient, runtime: Arc<Runtime>) -> Self {
+        Agent {
+            config,
+            llm,
+            runtime,
+            state: Mutex::new(AgentState::Idle),
+            last_outcome: Mutex::new(None),
+        }
+    }
+
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    pub fn state(&self) -> AgentState {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The outcome of the last completed run, kept after the agent is IDLE
+    /// again (OpenManus loses it).
+    pub fn last_outcome(&self) -> Option<Outcome> {
+        *self.last_outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub async fn run(&self, request: &str, opts: RunOptions) -> Result<RunRecord, AgentError> {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if *state != AgentState::Idle {
+                return Err(AgentError::NotIdle(*state));
+            }
+            *state = AgentState::Running;
+        }
+        let run_id = opts
+            .run_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let span = info_span!("run", run_id = %run_id, agent = %self.config.name);
+        let events = opts.events.clone();
+        let record = self
+            .run_inner(run_id, request, opts)
+            .instrument(span.clone())
+            .await
+            .into_record();
+        span.in_scope(|| {
+            info!(outcome = %record.outcome, steps = record.steps, error = record.error.as_deref().unwrap_or(""), "run ended")
+        });
+        events(&RunEvent::RunEnded {
+            outcome: record.outcome,
+            steps: record.steps,
+            error: record.error.clone(),
+        });
+        *self.last_outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(record.outcome);
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = AgentState::Idle;
+        Ok(record)
+    }
+
+    async fn run_inner(&self, run_id: String, request: &str, opts: RunOptions) -> RecordBuilder {
+        let sandbox = self.runtime.sandboxes.for_run(&run_id);
+        let builder = match self.resolve() {
+            Ok(resolved) => {
+                self.execute(run_id, request, opts, resolved, sandbox.clone())
+                    .await
+            }
+            Err(message) => {
+                let ctx = Arc::new(self.context(
+                    &run_id,
+                    DAEMON_DEFAULT_MAX_STEPS,
+                    &opts,
+                    Vec::new(),
+                    "",
+                ));
+                // The request is still recorded: nothing the user sent is lost.
+                let _ = ctx.add_message(Message::user(request));
+                RecordBuilder::new(ctx, request).ended(Outcome::Error, Some(message))
+            }
+        };
+        // Whatever way the run ended, its sandbox goes with it.
+        sandbox.destroy().await;
+        builder
+    }
+
+    fn resolve(&self) -> Result<Resolved, String> {
+        let snapshot = self.runtime.plugins.snapshot();
+        let strategy = snapshot.strategy(&self.config.strategy).ok_or_else(|| {
+            format!(
+                "strategy plugin `{}` needed by agent `{}` is not loaded",
+                self.config.strategy, self.config.name
+            )
+        })?;
+        let tools = self
+            .config
+            .tools
+            .iter()
+            .map(|name| {
+                snapshot.tool(name).ok_or_else(|| {
+                    format!(
+                        "tool plugin `{name}` needed by agent `{}` is not loaded",
+                        self.config.name
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let max_steps = self
+            .config
+            .max_steps
+            .or(strategy.default_max_steps)
+            .unwrap_or(DAEMON_DEFAULT_MAX_STEPS)
+            .max(1);
+        Ok(Resolved {
+            strategy,
+            tools,
+            max_steps,
+        })
+    }
+
+    fn context(
+        &self,
+        run_id: &str,
+        max_steps: u32,
+        opts: &RunOptions,
+        tools: Vec<crate::llm::ToolSpec>,
+        strategy: &str,
+    ) -> RunContext {
+        RunContext::new(
+            run_id.to_string(),
+            self.config.clone(),
+            max_steps,
+            self.llm.clone(),
+            tools,
+            opts.events.clone(),
+            strategy,
+        )
+    }
+
+    async fn execute(
+        &self,
+        run_id: String,
+        request: &str,
+        opts: RunOptions,
+        resolved: Resolved,
+        sandbox: Arc<dyn Sandbox>,
+    ) -> RecordBuilder {
+        let Resolved {
+            strategy,
+            tools,
+            max_steps,
+        } = resolved;
+        let specs = tools.iter().map(|t| t.spec.clone()).collect();
+        let ctx = Arc::new(self.context(&run_id, max_steps, &opts, specs, &strategy.meta.name));
+        let builder = RecordBuilder::new(ctx.clone(), request);
+        ctx.emit(RunEvent::RunStarted {
+            run_id: run_id.clone(),
+            agent: self.config.name.clone(),
+            request: request.to_string(),
+            max_steps,
+            strategy: strategy.meta.name.clone(),
+            strategy_version: strategy.meta.version.clone(),
+        });
+        if let Err(e) = ctx.add_message(Message::user(request)) {
+            return builder.ended(Outcome::Error, Some(e.to_string()));
+        }
+        info!(max_steps, strategy = %strategy.meta.name, version = %strategy.meta.version, "run started");
+
+        // The loop runs in its own task: wasm calls are faster there, and a
+        // panic in host code becomes an `error` outcome instead of taking the
+        // caller (and the sandbox cleanup) down with it.
+        let task = tokio::spawn(
+            step_loop(
+                ctx.clone(),
+                strategy,
+                ToolBox::new(tools, sandbox),
+                self.runtime.step_timeout,
+                opts.cancel.clone(),
+            )
+            .in_current_span(),
+        );
+        let (outcome, error) = match task.await {
+            Ok(end) => end,
+            Err(join) => (
+                Outcome::Error,
+                Some(format!("internal error: the step loop panicked: {join}")),
+            ),
+        };
+        builder.ended(outcome, error)
+    }
+}
+
+async fn step_loop(
+    ctx: Arc<RunContext>,
+    strategy: Arc<StrategyPlugin>,
+    tools: ToolBox,
+    step_timeout: Duration,
+    cancel: CancellationToken,
+) -> (Outcome, Option<String>) {
+    let name = strategy.meta.name.clone();
+    let mut store = crate::plugin::new_store(
+        strategy.pre.engine(),
+        StrategyState::new(name.as_str().into(), ctx.clone(), tools),
+    );
+    let instance = tokio::select! {
+        _ = cancel.cancelled() => return (Outcome::Cancelled, None),
+        r = strategy.pre.instantiate_async(&mut store) => match r {
+            Ok(i) => i,
+            Err(e) => return (Outcome::Error, Some(format!("cannot instantiate strategy plugin `{name}`: {e:#}"))),
+        },
+    };
+    let api = instance.agentd_plugin_strategy_api();
+    let threshold = ctx.agent.duplicate_threshold as usize;
+    loop {
+        let (step, mark) = {
+            let mut st = ctx.lock();
+            if st.finished {
+                break;
+            }
+            if st.current_step >= ctx.max_steps {
+                st.results
+                    .push(format!("Terminated: Reached max steps ({})", ctx.max_steps));
+                return (Outcome::MaxSteps, None);
+            }
+            st.current_step += 1;
+            (st.current_step, st.memory.mark())
+        };
+        if cancel.is_cancelled() {
+            return (Outcome::Cancelled, None);
+        }
+        ctx.emit(RunEvent::StepStarted {
+            step,
+            max_steps: ctx.max_steps,
+        });
+        let span = info_span!("step", step);
+        let result = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return (Outcome::Cancelled, None),
+            r = tokio::time::timeout(step_timeout, api.call_step(&mut store)).instrument(span) => r,
+        };
+        let text = match result {
+            Ok(Ok(Ok(text))) => text,
+            Ok(Ok(Err(e))) => {
+                return (
+                    Outcome::Error,
+                    Some(format!(
+                        "strategy `{name}` failed at step {step}: {}",
+                        e.message
+                    )),
+                )
+            }
+            Ok(Err(trap)) => {
+                return (
+                    Outcome::Error,
+                    Some(format!(
+                        "strategy plugin `{name}` trapped at step {step}: {trap:#}"
+                    )),
+                )
+            }
+            Err(_elapsed) => {
+                let culprit = ctx.lock().current_plugin.clone();
+                warn!(plugin = %culprit, ?step_timeout, "step deadline exceeded");
+                return (
+                    Outcome::Error,
+                    Some(format!(
+                        "plugin `{culprit}` exceeded the step deadline of {}s at step {step}",
+                        step_timeout.as_secs_f64()
+                    )),
+                );
+            }
+        };
+        let mut st = ctx.lock();
+        st.results.push(format!("Step {step}: {text}"));
+        let stuck = is_stuck(&st.memory, mark, threshold);
+        if stuck {
+            st.warning_step = Some(step + 1);
+        }
+        let token_limited = st.token_limit.is_some();
+        drop(st);
+        if stuck {
+            warn!(step, "agent is stuck: repeating the same action");
+            ctx.emit(RunEvent::StuckDetected { step });
+        }
+        ctx.emit(RunEvent::StepFinished { step, result: text });
+        if token_limited {
+            return (Outcome::TokenLimit, None);
+        }
+    }
+    (Outcome::Finished, None)
+}
+
+/// Builds the run record from the run context, which outlives the store.
+struct RecordBuilder {
+    ctx: Arc<RunContext>,
+    request: String,
+    outcome: Outcome,
+    error: Option<String>,
+}
+
+impl RecordBuilder {
+    fn new(ctx: Arc<RunContext>, request: &str) -> Self {
+        RecordBuilder {
+            ctx,
+            request: request.to_string(),
+            outcome: Outcome::Error,
+            error: None,
+        }
+    }
+
+    fn ended(mut self, outcome: Outcome, error: Option<String>) -> Self {
+        self.outcome = outcome;
+        self.error = error;
+        self
+    }
+
+    fn into_record(self) -> RunRecord {
+        let st = self.ctx.lock();
+        let result = if st.results.is_empty() {
+            "No steps executed".to_string()
+        } else {
+            st.results.join("\n")
+        };
+        RunRecord {
+            id: self.ctx.run_id.clone(),
+            agent: self.ctx.agent.name.clone(),
+            request: self.request.clone(),
+            outcome: self.outcome,
+            steps: st.current_step,
+            result,
+            error: self.error.clone(),
+            messages: st.memory.messages(),
+            usage: st.usage,
+        }
+    }
+}

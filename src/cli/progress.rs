@@ -1,0 +1,58 @@
+//! Human-readable progress on stderr, one line per thing that happened.
+
+use std::io::Write;
+
+use crate::agent::RunEvent;
+
+/// Long tool outputs are shortened on screen; the record keeps them whole.
+const MAX_SHOWN: usize = 300;
+
+fn shorten(s: &str) -> String {
+    let one_line = s.replace('\n', "\\n");
+    match one_line.char_indices().nth(MAX_SHOWN) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+pub fn print_event(event: &RunEvent) {
+    let line = match event {
+        RunEvent::RunStarted {
+            agent,
+            strategy,
+            strategy_version,
+            max_steps,
+            ..
+        } => format!(
+            "agent {agent} (strategy {strategy} {strategy_version}, up to {max_steps} steps)"
+        ),
+        RunEvent::StepStarted { step, max_steps } => format!("step {step}/{max_steps}"),
+        RunEvent::AssistantMessage { content, .. } => match content.as_deref() {
+            Some(c) if !c.is_empty() => format!("  thought: {}", shorten(c)),
+            _ => return,
+        },
+        RunEvent::ToolCall {
+            name, arguments, ..
+        } => format!("  tool {name} {}", shorten(arguments)),
+        RunEvent::ToolResult {
+            name, ok, output, ..
+        } => format!(
+            "  {} {name}: {}",
+            if *ok { "result" } else { "failed" },
+            shorten(output)
+        ),
+        RunEvent::StuckDetected { step } => {
+            format!("  stuck at step {step}: the agent repeated itself; warning it")
+        }
+        RunEvent::StepFinished { .. } => return,
+        RunEvent::RunEnded {
+            outcome,
+            steps,
+            error,
+        } => match error {
+            Some(e) => format!("run ended: {outcome} after {steps} steps: {e}"),
+            None => format!("run ended: {outcome} after {steps} steps"),
+        },
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
+}

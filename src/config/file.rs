@@ -1,0 +1,190 @@
+//! The TOML file as written by users. Every table refuses unknown keys: a
+//! typo that silently falls back to a default is worse than an error.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::llm::ToolChoice;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub llm: LlmSection,
+    #[serde(default)]
+    pub daemon: DaemonKeys,
+    #[serde(default)]
+    pub sandbox: SandboxKeys,
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentKeys>,
+}
+
+/// Keys of `[llm]` and of each `[llm.<agent>]` override.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LlmKeys {
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    /// Name of an environment variable holding the key, so the file itself
+    /// can be world-readable.
+    pub api_key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub max_input_tokens: Option<u64>,
+    /// Seconds per HTTP request.
+    pub timeout: Option<f64>,
+    pub max_retries: Option<u32>,
+    /// First retry delay in milliseconds; doubles on each retry.
+    pub retry_backoff_ms: Option<u64>,
+}
+
+impl LlmKeys {
+    /// `self` overlaid with `over`, key by key.
+    pub fn overlay(&self, over: &LlmKeys) -> LlmKeys {
+        macro_rules! pick {
+            ($($f:ident),*) => { LlmKeys { $($f: over.$f.clone().or_else(|| self.$f.clone())),* } };
+        }
+        pick!(
+            model,
+            base_url,
+            api_key,
+            api_key_env,
+            max_tokens,
+            temperature,
+            max_input_tokens,
+            timeout,
+            max_retries,
+            retry_backoff_ms
+        )
+    }
+}
+
+const LLM_KEYS: &[&str] = &[
+    "model",
+    "base_url",
+    "api_key",
+    "api_key_env",
+    "max_tokens",
+    "temperature",
+    "max_input_tokens",
+    "timeout",
+    "max_retries",
+    "retry_backoff_ms",
+];
+
+/// `[llm]` mixes the default keys with `[llm.<agent>]` sub-tables, which
+/// serde's derive cannot express together with `deny_unknown_fields`. Errors
+/// found here are kept with their byte span so the caller, which has the
+/// text, can name the line.
+#[derive(Debug, Default)]
+pub struct LlmSection {
+    pub base: LlmKeys,
+    pub overrides: BTreeMap<String, LlmKeys>,
+    pub problems: Vec<(std::ops::Range<usize>, String)>,
+}
+
+impl<'de> Deserialize<'de> for LlmSection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LlmSection;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("the [llm] table")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LlmSection, A::Error> {
+                let mut section = LlmSection::default();
+                let mut base = toml::Table::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = map.next_value::<toml::Spanned<toml::Value>>()?;
+                    let span = value.span();
+                    let value = value.into_inner();
+                    if LLM_KEYS.contains(&key.as_str()) {
+                        // Checked one key at a time so the error names it.
+                        let single = toml::Table::from_iter([(key.clone(), value.clone())]);
+                        match LlmKeys::deserialize(toml::Value::Table(single)) {
+                            Ok(_) => {
+                                base.insert(key, value);
+                            }
+                            Err(e) => section
+                                .problems
+                                .push((span, format!("[llm] {key}: {}", e.message()))),
+                        }
+                        continue;
+                    }
+                    match value {
+                        toml::Value::Table(t) => match LlmKeys::deserialize(toml::Value::Table(t)) {
+                            Ok(keys) => {
+                                section.overrides.insert(key.to_lowercase(), keys);
+                            }
+                            Err(e) => section
+                                .problems
+                                .push((span, format!("in [llm.{key}]: {}", e.message()))),
+                        },
+                        _ => section.problems.push((
+                            span,
+                            format!(
+                                "unknown key `{key}` in [llm]; expected one of {}, or a [llm.<agent>] table",
+                                LLM_KEYS.join(", ")
+                            ),
+                        )),
+                    }
+                }
+                // Every key was checked above, so this cannot fail.
+                section.base = LlmKeys::deserialize(toml::Value::Table(base)).unwrap_or_default();
+                Ok(section)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonKeys {
+    pub plugins_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub socket: Option<PathBuf>,
+    /// Seconds a single step may run before the run ends with `error`.
+    pub step_timeout: Option<f64>,
+    pub max_concurrent_runs: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxKeys {
+    pub image: Option<String>,
+    pub work_dir: Option<String>,
+    pub memory_limit: Option<String>,
+    pub cpu_limit: Option<f64>,
+    /// Seconds per command.
+    pub timeout: Option<u64>,
+    pub network_enabled: Option<bool>,
+    pub pids_limit: Option<i64>,
+    /// `unix://`, `tcp://` or `ssh://`; default: the local engine
+    /// (`$DOCKER_HOST`, else the default socket).
+    pub docker_host: Option<String>,
+    /// Create the container when the run starts instead of on first use.
+    pub create_on_start: Option<bool>,
+    /// Bytes of stdout (and of stderr) kept per command.
+    pub output_limit: Option<usize>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentKeys {
+    pub strategy: Option<String>,
+    pub tools: Option<Vec<String>>,
+    pub system_prompt: Option<String>,
+    pub next_step_prompt: Option<String>,
+    pub max_steps: Option<u32>,
+    pub max_observe: Option<u32>,
+    pub duplicate_threshold: Option<u32>,
+    pub max_messages: Option<u32>,
+    pub tool_choice: Option<ToolChoice>,
+    pub special_tools: Option<Vec<String>>,
+}

@@ -1,0 +1,338 @@
+//! Configuration: one TOML file, OpenManus-compatible where OpenManus has the
+//! key, resolved into plain structs the rest of agentd uses.
+
+mod bundled;
+mod file;
+mod paths;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use bundled::{MANUS_SYSTEM_PROMPT, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
+use file::{AgentKeys, FileConfig, LlmKeys};
+pub use paths::default_config_path;
+
+use crate::agent::memory::DEFAULT_MAX_MESSAGES;
+use crate::agent::stuck::DEFAULT_DUPLICATE_THRESHOLD;
+use crate::llm::{LlmSettings, RetryPolicy, ToolChoice};
+
+/// Used when neither the agent's configuration nor its strategy sets a limit.
+pub const DAEMON_DEFAULT_MAX_STEPS: u32 = 10;
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_MAX_CONCURRENT_RUNS: u32 = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    /// `line` is 1-based; `message` names the key.
+    #[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Invalid {
+        file: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this came from; `None` for the built-in defaults.
+    pub source: Option<PathBuf>,
+    pub llm: LlmConfig,
+    pub daemon: DaemonConfig,
+    pub sandbox: SandboxConfig,
+    pub agents: BTreeMap<String, AgentConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    base: LlmKeys,
+    overrides: BTreeMap<String, LlmKeys>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub plugins_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub socket: Option<PathBuf>,
+    pub step_timeout: Duration,
+    pub max_concurrent_runs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxConfig {
+    pub image: String,
+    pub work_dir: String,
+    pub memory_limit: String,
+    pub cpu_limit: f64,
+    pub timeout: Duration,
+    pub network_enabled: bool,
+    pub pids_limit: i64,
+    pub docker_host: Option<String>,
+    pub create_on_start: bool,
+    pub output_limit: usize,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            image: "agentd-sandbox:latest".into(),
+            work_dir: "/workspace".into(),
+            memory_limit: "512m".into(),
+            cpu_limit: 1.0,
+            timeout: Duration::from_secs(300),
+            network_enabled: false,
+            pids_limit: 256,
+            docker_host: None,
+            create_on_start: false,
+            output_limit: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub name: String,
+    pub strategy: String,
+    pub tools: Vec<String>,
+    pub system_prompt: Option<String>,
+    pub next_step_prompt: Option<String>,
+    /// `None` defers to the strategy's default, then to
+    /// [`DAEMON_DEFAULT_MAX_STEPS`].
+    pub max_steps: Option<u32>,
+    pub max_observe: Option<u32>,
+    pub duplicate_threshold: u32,
+    pub max_messages: u32,
+    pub tool_choice: ToolChoice,
+    pub special_tools: Vec<String>,
+}
+
+impl AgentConfig {
+    pub fn with_defaults(name: &str) -> Self {
+        AgentConfig {
+            name: name.into(),
+            strategy: "toolcall".into(),
+            tools: vec!["terminate".into()],
+            system_prompt: None,
+            next_step_prompt: None,
+            max_steps: None,
+            max_observe: None,
+            duplicate_threshold: DEFAULT_DUPLICATE_THRESHOLD as u32,
+            max_messages: DEFAULT_MAX_MESSAGES as u32,
+            tool_choice: ToolChoice::Auto,
+            special_tools: vec!["terminate".into()],
+        }
+    }
+
+    fn apply(&mut self, k: &AgentKeys) {
+        macro_rules! set {
+            ($($f:ident),*) => { $(if let Some(v) = &k.$f { self.$f = v.clone(); })* };
+        }
+        macro_rules! set_opt {
+            ($($f:ident),*) => { $(if let Some(v) = &k.$f { self.$f = Some(v.clone()); })* };
+        }
+        set!(
+            strategy,
+            tools,
+            duplicate_threshold,
+            max_messages,
+            tool_choice,
+            special_tools
+        );
+        set_opt!(system_prompt, next_step_prompt, max_steps, max_observe);
+    }
+}
+
+impl Config {
+    /// The configuration with no file at all.
+    pub fn defaults() -> Self {
+        Self::from_file(None, FileConfig::default()).expect("the built-in defaults are valid")
+    }
+
+    /// Loads `path`, or the defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            None => Ok(Self::defaults()),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                    file: p.to_path_buf(),
+                    source,
+                })?;
+                Self::parse(&text, p)
+            }
+        }
+    }
+
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigError> {
+        let parsed: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            file: file.to_path_buf(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        if let Some((span, message)) = parsed.llm.problems.first() {
+            return Err(ConfigError::Invalid {
+                file: file.to_path_buf(),
+                line: Some(line_of(text, span.start)),
+                message: message.clone(),
+            });
+        }
+        Self::from_file(Some(file), parsed)
+    }
+
+    fn from_file(file: Option<&Path>, f: FileConfig) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            file: file.map(Path::to_path_buf).unwrap_or_default(),
+            line: None,
+            message,
+        };
+        let state_dir = f
+            .daemon
+            .state_dir
+            .clone()
+            .unwrap_or_else(paths::default_state_dir);
+        let step_timeout = f
+            .daemon
+            .step_timeout
+            .unwrap_or(DEFAULT_STEP_TIMEOUT.as_secs_f64());
+        if !(step_timeout.is_finite() && step_timeout > 0.0) {
+            return Err(invalid(format!(
+                "[daemon] step_timeout must be a positive number of seconds, not {step_timeout}"
+            )));
+        }
+        let daemon = DaemonConfig {
+            plugins_dir: f
+                .daemon
+                .plugins_dir
+                .clone()
+                .unwrap_or_else(|| state_dir.join("plugins")),
+            state_dir,
+            socket: f.daemon.socket.clone(),
+            step_timeout: Duration::from_secs_f64(step_timeout),
+            max_concurrent_runs: f
+                .daemon
+                .max_concurrent_runs
+                .unwrap_or(DEFAULT_MAX_CONCURRENT_RUNS)
+                .max(1),
+        };
+        let d = SandboxConfig::default();
+        let s = &f.sandbox;
+        let sandbox = SandboxConfig {
+            image: s.image.clone().unwrap_or(d.image),
+            work_dir: s.work_dir.clone().unwrap_or(d.work_dir),
+            memory_limit: s.memory_limit.clone().unwrap_or(d.memory_limit),
+            cpu_limit: s.cpu_limit.unwrap_or(d.cpu_limit),
+            timeout: s.timeout.map(Duration::from_secs).unwrap_or(d.timeout),
+            network_enabled: s.network_enabled.unwrap_or(d.network_enabled),
+            pids_limit: s.pids_limit.unwrap_or(d.pids_limit),
+            docker_host: s.docker_host.clone().or(d.docker_host),
+            create_on_start: s.create_on_start.unwrap_or(d.create_on_start),
+            output_limit: s.output_limit.unwrap_or(d.output_limit),
+        };
+
+        let mut agents: BTreeMap<String, AgentConfig> = bundled::agents()
+            .into_iter()
+            .map(|a| (a.name.clone(), a))
+            .collect();
+        for (name, keys) in &f.agents {
+            let agent = agents
+                .entry(name.clone())
+                .or_insert_with(|| AgentConfig::with_defaults(name));
+            agent.apply(keys);
+        }
+        for agent in agents.values() {
+            if agent.max_steps == Some(0) {
+                return Err(invalid(format!(
+                    "[agents.{}] max_steps must be at least 1",
+                    agent.name
+                )));
+            }
+        }
+        let llm = LlmConfig {
+            base: f.llm.base,
+            overrides: f.llm.overrides,
+        };
+        for (name, keys) in std::iter::once(("", &llm.base))
+            .chain(llm.overrides.iter().map(|(k, v)| (k.as_str(), v)))
+        {
+            if let Some(t) = keys.timeout {
+                if !(t.is_finite() && t > 0.0) {
+                    let table = if name.is_empty() {
+                        "[llm]".to_string()
+                    } else {
+                        format!("[llm.{name}]")
+                    };
+                    return Err(invalid(format!(
+                        "{table} timeout must be a positive number of seconds"
+                    )));
+                }
+            }
+        }
+        Ok(Config {
+            source: file.map(Path::to_path_buf),
+            llm,
+            daemon,
+            sandbox,
+            agents,
+        })
+    }
+
+    pub fn agent(&self, name: &str) -> Option<&AgentConfig> {
+        self.agents.get(name)
+    }
+}
+
+impl LlmConfig {
+    /// `[llm]` overlaid with `[llm.<agent name in lower case>]`, then the
+    /// environment fallbacks for what is still unset.
+    pub fn for_agent(&self, agent: &str) -> LlmSettings {
+        let keys = match self.overrides.get(&agent.to_lowercase()) {
+            Some(o) => self.base.overlay(o),
+            None => self.base.clone(),
+        };
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let api_key = keys
+            .api_key
+            .clone()
+            .or_else(|| keys.api_key_env.as_deref().and_then(env))
+            .or_else(|| env("OPENAI_API_KEY"));
+        let base_url = keys
+            .base_url
+            .clone()
+            .or_else(|| env("OPENAI_BASE_URL"))
+            .unwrap_or_else(|| "https://api.openai.com/v1".into());
+        let defaults = RetryPolicy::default();
+        LlmSettings {
+            model: keys.model.clone().unwrap_or_else(|| "gpt-4o".into()),
+            base_url,
+            api_key,
+            max_tokens: keys.max_tokens.or(Some(4096)),
+            temperature: keys.temperature.or(Some(0.0)),
+            max_input_tokens: keys.max_input_tokens,
+            request_timeout: keys
+                .timeout
+                .map(Duration::from_secs_f64)
+                .unwrap_or(Duration::from_secs(300)),
+            retry: RetryPolicy {
+                max_retries: keys.max_retries.unwrap_or(defaults.max_retries),
+                initial_backoff: keys
+                    .retry_backoff_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(defaults.initial_backoff),
+                max_backoff: defaults.max_backoff,
+            },
+        }
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset.min(text.len()))
+        .map(|prefix| prefix.matches('\n').count() + 1)
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests;

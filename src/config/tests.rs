@@ -1,0 +1,98 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("/etc/agentd/agentd.toml"))
+}
+
+#[test]
+fn defaults_have_the_bundled_agents() {
+    let c = Config::defaults();
+    let toolcall = c.agent("toolcall").expect("toolcall");
+    assert_eq!(
+        toolcall.system_prompt.as_deref(),
+        Some(TOOLCALL_SYSTEM_PROMPT)
+    );
+    assert_eq!(toolcall.tools, ["terminate"]);
+    assert_eq!(toolcall.max_steps, None, "defers to the strategy's default");
+    let manus = c.agent("manus").expect("manus");
+    assert_eq!(manus.max_steps, Some(20));
+    assert_eq!(manus.max_observe, Some(10000));
+    assert_eq!(
+        manus.tools,
+        ["python_execute", "str_replace_editor", "bash", "terminate"]
+    );
+    assert_eq!(c.sandbox, SandboxConfig::default());
+    assert_eq!(c.daemon.step_timeout, Duration::from_secs(60));
+}
+
+#[test]
+fn unknown_key_names_file_line_and_key() {
+    let err = parse("[llm]\nmodel = \"m\"\n\n[agents.a]\nmax_stepz = 3\n").expect_err("typo");
+    let msg = err.to_string();
+    assert!(msg.starts_with("/etc/agentd/agentd.toml:5"), "{msg}");
+    assert!(msg.contains("max_stepz"), "{msg}");
+}
+
+#[test]
+fn unknown_llm_key_is_an_error() {
+    let msg = parse("[llm]\nmodle = \"m\"\n")
+        .expect_err("typo")
+        .to_string();
+    assert!(msg.contains("modle"), "{msg}");
+    assert!(msg.contains(":2"), "{msg}");
+    let msg = parse("[llm.manus]\nmodle = \"m\"\n")
+        .expect_err("typo")
+        .to_string();
+    assert!(
+        msg.contains("[llm.manus]") && msg.contains("modle"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn wrong_type_is_an_error() {
+    let msg = parse("[agents.a]\nmax_steps = \"ten\"\n")
+        .expect_err("type")
+        .to_string();
+    assert!(msg.contains(":2") && msg.contains("invalid type"), "{msg}");
+    let msg = parse("[agents.a]\ntool_choice = \"sometimes\"\n")
+        .expect_err("enum")
+        .to_string();
+    assert!(msg.contains("sometimes"), "{msg}");
+}
+
+#[test]
+fn llm_overrides_apply_key_by_key() {
+    let c = parse(
+        "[llm]\nmodel = \"base\"\nbase_url = \"http://x/v1\"\napi_key = \"k\"\ntemperature = 0.5\n\
+         [llm.Manus]\nmodel = \"special\"\n",
+    )
+    .expect("valid");
+    let manus = c.llm.for_agent("manus");
+    assert_eq!(manus.model, "special");
+    assert_eq!(manus.base_url, "http://x/v1");
+    assert_eq!(manus.temperature, Some(0.5));
+    assert_eq!(c.llm.for_agent("toolcall").model, "base");
+}
+
+#[test]
+fn agent_tables_override_bundled_and_define_new_agents() {
+    let c = parse(
+        "[agents.toolcall]\nmax_steps = 3\n[agents.mine]\nstrategy = \"s\"\ntools = [\"a\", \"b\"]\ntool_choice = \"required\"\n",
+    )
+    .expect("valid");
+    let t = c.agent("toolcall").expect("toolcall");
+    assert_eq!(t.max_steps, Some(3));
+    assert_eq!(t.system_prompt.as_deref(), Some(TOOLCALL_SYSTEM_PROMPT));
+    let mine = c.agent("mine").expect("mine");
+    assert_eq!(mine.tools, ["a", "b"]);
+    assert_eq!(mine.tool_choice, ToolChoice::Required);
+    assert_eq!(mine.duplicate_threshold, 2);
+}
+
+#[test]
+fn nonsense_values_are_refused() {
+    assert!(parse("[agents.a]\nmax_steps = 0\n").is_err());
+    assert!(parse("[daemon]\nstep_timeout = -1\n").is_err());
+    assert!(parse("[llm]\ntimeout = 0\n").is_err());
+}

@@ -1,0 +1,10 @@
+//! agentd: a daemon that hosts LLM agents whose `step()` strategies and
+//! tools are WebAssembly components. See `ARCHITECTURE.md` for the map.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod llm;
+pub mod plugin;
+pub mod sandbox;
+pub mod testkit;

@@ -1,0 +1,252 @@
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tracing::{debug, warn};
+
+use super::error::LlmError;
+use super::retry::RetryPolicy;
+use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam};
+use crate::agent::message::{Message, Role};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    None,
+    #[default]
+    Auto,
+    Required,
+}
+
+impl ToolChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolChoice::None => "none",
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema, kept as text: it is open-ended and only the model reads it.
+    pub parameters: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Usage) {
+        self.prompt_tokens += rhs.prompt_tokens;
+        self.completion_tokens += rhs.completion_tokens;
+    }
+}
+
+/// Resolved settings for one agent (`[llm]` overlaid with `[llm.<agent>]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmSettings {
+    pub model: String,
+    /// Without the `/chat/completions` suffix, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    /// Cumulative prompt tokens a run may spend; `None` is unlimited.
+    pub max_input_tokens: Option<u64>,
+    pub request_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+pub struct ChatRequest<'a> {
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+    pub tool_choice: ToolChoice,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatResponse {
+    pub message: Message,
+    pub usage: Usage,
+}
+
+/// One client per agent configuration; cheap to share (`reqwest::Client`
+/// pools connections, which matters for the per-step overhead).
+#[derive(Clone)]
+pub struct LlmClient {
+    http: reqwest::Client,
+    settings: LlmSettings,
+    url: String,
+}
+
+impl LlmClient {
+    pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
+        if settings.base_url.is_empty() {
+            return Err(LlmError::NotConfigured(
+                "no base_url: set [llm] base_url or $OPENAI_BASE_URL".into(),
+            ));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(settings.request_timeout)
+            .build()
+            .map_err(|e| LlmError::NotConfigured(format!("HTTP client: {e}")))?;
+        let url = format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        );
+        Ok(LlmClient {
+            http,
+            settings,
+            url,
+        })
+    }
+
+    pub fn settings(&self) -> &LlmSettings {
+        &self.settings
+    }
+
+    /// Sends one chat request, retrying where the contract allows. The future
+    /// may be dropped at any point (a cancelled run): nothing is left behind.
+    pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        let tools: Vec<ToolParam<'_>> = request
+            .tools
+            .iter()
+            .map(|t| ToolParam {
+                kind: "function",
+                function: FunctionParam {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: serde_json::from_str(&t.parameters)
+                        .unwrap_or_else(|_| serde_json::json!({"type": "object"})),
+                },
+            })
+            .collect();
+        let body = RequestBody {
+            model: &self.settings.model,
+            messages: request.messages,
+            tool_choice: (!tools.is_empty()).then(|| request.tool_choice.as_str()),
+            tools,
+            max_tokens: self.settings.max_tokens,
+            temperature: self.settings.temperature,
+        };
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?;
+
+        let mut attempt = 0;
+        loop {
+            match self.send_once(&body).await {
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_retryable() && attempt < self.settings.retry.max_retries => {
+                    let delay = self.settings.retry.delay(attempt, e.retry_after());
+                    warn!(error = %e, attempt = attempt + 1, ?delay, "LLM request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn send_once(&self, body: &[u8]) -> Result<ChatResponse, LlmError> {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
+        if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
+        let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<ErrorBody>(&bytes)
+                .map(|b| b.error.message)
+                .unwrap_or_else(|_| {
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into_owned()
+                });
+            return Err(LlmError::Status {
+                status: status.as_u16(),
+                message,
+                retry_after,
+            });
+        }
+        let parsed: ResponseBody = serde_json::from_slice(&bytes).map_err(|e| {
+            LlmError::Malformed(format!(
+                "{e}; body starts with {:?}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            ))
+        })?;
+        let Some(choice) = parsed.choices.into_iter().next() else {
+            return Err(LlmError::Malformed("no choices in response".into()));
+        };
+        let mut message = choice.message;
+        if message.role != Role::Assistant {
+            debug!(role = %message.role, "server answered with a non-assistant role; treating it as assistant");
+            message.role = Role::Assistant;
+        }
+        let usage = parsed.usage.unwrap_or_default();
+        Ok(ChatResponse {
+            message,
+            usage: Usage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+            },
+        })
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> LlmError {
+        if e.is_timeout() {
+            LlmError::Timeout(self.settings.request_timeout)
+        } else {
+            LlmError::Connect {
+                url: self.url.clone(),
+                message: error_chain(&e),
+            }
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+/// A rough input-token estimate (4 characters a token plus framing), used to
+/// refuse a request *before* it would exceed the run's budget, as OpenManus
+/// does with tiktoken. Servers' own counts replace it once they answer.
+pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| {
+            m.content_str().len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len())
+                    .sum::<usize>()
+        })
+        .sum::<usize>()
+        + tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.len())
+            .sum::<usize>();
+    (chars as u64).div_ceil(4) + 4 * messages.len() as u64
+}

@@ -1,0 +1,14 @@
+//! A thin client for OpenAI-compatible chat completions (OpenAI, Ollama,
+//! vLLM, llama.cpp): serde types that tolerate unknown fields, retries where
+//! retrying is safe, and nothing else.
+
+mod client;
+mod error;
+mod retry;
+mod wire;
+
+pub use client::{
+    estimate_tokens, ChatRequest, ChatResponse, LlmClient, LlmSettings, ToolChoice, ToolSpec, Usage,
+};
+pub use error::LlmError;
+pub use retry::RetryPolicy;

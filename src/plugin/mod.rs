@@ -1,0 +1,65 @@
+//! The WebAssembly plugin host: one engine, one linker per world, plugins
+//! compiled once and instantiated per run.
+
+pub mod bindings;
+mod convert;
+pub mod engine;
+pub mod registry;
+mod stdio;
+pub mod strategy_host;
+pub mod tool_host;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::WasiCtx;
+
+use bindings::strategy::agentd::plugin::logging::Level;
+pub use engine::EngineLimits;
+pub use registry::{LoadReport, PluginHost, PluginKind, PluginMeta, PluginSet};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginError {
+    #[error("plugin engine: {0}")]
+    Engine(String),
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+    #[error("{}: two plugins are named `{name}`; the one from {} is kept", path.display(), earlier.display())]
+    Conflict {
+        path: PathBuf,
+        name: String,
+        earlier: PathBuf,
+    },
+}
+
+/// WASI for a plugin: no preopened directories, no environment, no
+/// arguments, no network (the builder grants none of them unless asked);
+/// stdout and stderr go to the log under the plugin's name.
+fn sandboxed_wasi(plugin: &Arc<str>) -> WasiCtx {
+    WasiCtx::builder()
+        .stdout(stdio::LogStream::new(plugin.clone(), "stdout"))
+        .stderr(stdio::LogStream::new(plugin.clone(), "stderr"))
+        .build()
+}
+
+/// Every store yields to the async runtime at each epoch tick, so a deadline
+/// or a cancel can stop a guest that never returns.
+pub(crate) fn new_store<T: 'static>(engine: &Engine, data: T) -> Store<T> {
+    let mut store = Store::new(engine, data);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_async_yield_and_update(1);
+    store
+}
+
+fn plugin_log(plugin: &str, level: Level, message: &str) {
+    match level {
+        Level::Trace => tracing::trace!(target: "agentd::guest", plugin, "{message}"),
+        Level::Debug => tracing::debug!(target: "agentd::guest", plugin, "{message}"),
+        Level::Info => tracing::info!(target: "agentd::guest", plugin, "{message}"),
+        Level::Warn => tracing::warn!(target: "agentd::guest", plugin, "{message}"),
+        Level::Error => tracing::error!(target: "agentd::guest", plugin, "{message}"),
+    }
+}

@@ -1,0 +1,97 @@
+//! Plugin stdout/stderr go to the log, line by line, tagged with the plugin.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::AsyncWrite;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+
+#[derive(Clone)]
+pub struct LogStream {
+    plugin: Arc<str>,
+    stream: &'static str,
+}
+
+impl LogStream {
+    pub fn new(plugin: Arc<str>, stream: &'static str) -> Self {
+        LogStream { plugin, stream }
+    }
+}
+
+impl IsTerminal for LogStream {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogStream {
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(LineWriter {
+            plugin: self.plugin.clone(),
+            stream: self.stream,
+            buf: Vec::new(),
+        })
+    }
+}
+
+/// Caps a line so a plugin printing without newlines cannot grow memory.
+const MAX_LINE: usize = 8 * 1024;
+
+struct LineWriter {
+    plugin: Arc<str>,
+    stream: &'static str,
+    buf: Vec<u8>,
+}
+
+impl LineWriter {
+    fn emit(&mut self, upto: usize) {
+        let line: Vec<u8> = self.buf.drain(..upto).collect();
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        tracing::info!(target: "agentd::guest_output", plugin = %self.plugin, stream = self.stream, "{text}");
+    }
+
+    fn flush_lines(&mut self) {
+        while let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+            self.emit(pos + 1);
+        }
+        if self.buf.len() >= MAX_LINE {
+            self.emit(self.buf.len());
+        }
+    }
+}
+
+impl AsyncWrite for LineWriter {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.buf.extend_from_slice(data);
+        self.flush_lines();
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.buf.is_empty() {
+            let len = self.buf.len();
+            self.emit(len);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for LineWriter {
+    fn drop(&mut self) {
+        if !self.buf.is_empty() {
+            let len = self.buf.len();
+            self.emit(len);
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! A scripted OpenAI-compatible `/chat/completions` server.
+//!
+//! It is strict where real servers are strict: a `tool` message that does not
+//! answer a call of the assistant message before it, or a call left
+//! unanswered, gets HTTP 400 with an OpenAI-shaped error, as OpenAI, vLLM and
+//! others answer. Its checks are written against the raw JSON on purpose,
+//! independently of agentd's own message types.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// An assistant message with text only.
+    Text(String),
+    /// An assistant message calling tools: `(name, arguments)` pairs; the
+    /// arguments are sent verbatim, so they may be invalid JSON.
+    Calls {
+        content: Option<String>,
+        calls: Vec<(String, String)>,
+    },
+    /// An HTTP error with an OpenAI-shaped body.
+    Error {
+        status: u16,
+        message: String,
+        retry_after: Option<String>,
+    },
+    /// A 200 whose body is not a chat completion.
+    Garbage(String),
+    /// Waits, then answers.
+    Delayed(Duration, Box<Reply>),
+}
+
+impl Reply {
+    pub fn text(s: impl Into<String>) -> Self {
+        Reply::Text(s.into())
+    }
+
+    pub fn call(name: &str, arguments: &str) -> Self {
+        Reply::Calls {
+            content: None,
+            calls: vec![(name.into(), arguments.into())],
+        }
+    }
+
+    pub fn terminate() -> Self {
+        Self::call("terminate", r#"{"status":"success"}"#)
+    }
+
+    pub fn error(status: u16, message: &str) -> Self {
+        Reply::Error {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    /// Answered when the script is exhausted.
+    fallback: Option<Reply>,
+    requests: Vec<Value>,
+    /// Requests refused because the conversation was malformed.
+    rejected: Vec<String>,
+    prompt_tokens: u64,
+    next_call_id: u64,
+}
+
+pub struct FakeLlm {
+    addr: SocketAddr,
+    script: Arc<Mutex<Script>>,
+    server: JoinHandle<()>,
+}
+
+impl FakeLlm {
+    pub async fn start() -> std::io::Result<Self> {
+        let script = Arc::new(Mutex::new(Script {
+            prompt_tokens: 10,
+            ..Script::default()
+        }));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "fake LLM server stopped");
+            }
+        });
+        Ok(FakeLlm {
+            addr,
+            script,
+            server,
+        })
+    }
+
+    /// The `base_url` to configure (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn push(&self, reply: Reply) -> &Self {
+        self.lock().replies.push_back(reply);
+        self
+    }
+
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) -> &Self {
+        self.lock().replies.extend(replies);
+        self
+    }
+
+    pub fn set_fallback(&self, reply: Reply) -> &Self {
+        self.lock().fallback = Some(reply);
+        self
+    }
+
+    /// `usage.prompt_tokens` reported on each answer.
+    pub fn set_prompt_tokens(&self, n: u64) -> &Self {
+        self.lock().prompt_tokens = n;
+        self
+    }
+
+    /// Every request body received, in order (including rejected ones).
+    pub fn requests(&self) -> Vec<Value> {
+        self.lock().requests.clone()
+    }
+
+    pub fn rejected(&self) -> Vec<String> {
+        self.lock().rejected.clone()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn handle(State(script): State<Arc<Mutex<Script>>>, body: String) -> Response {
+    let parsed: Result<Value, _> = serde_json::from_str(&body);
+    let (reply, id_base, prompt_tokens) = {
+        let mut s = script.lock().unwrap_or_else(|p| p.into_inner());
+        let request = parsed.as_ref().ok().cloned().unwrap_or(Value::Null);
+        s.requests.push(request.clone());
+        if let Err(problem) = validate(&request) {
+            s.rejected.push(problem.clone());
+            return openai_error(400, &problem, None);
+        }
+        let reply = s.replies.pop_front().or_else(|| s.fallback.clone());
+        let id_base = s.next_call_id;
+        s.next_call_id += 8;
+        (reply, id_base, s.prompt_tokens)
+    };
+    let Some(reply) = reply else {
+        return openai_error(500, "fake LLM: script exhausted", None);
+    };
+    answer(reply, id_base, prompt_tokens).await
+}
+
+async fn answer(mut reply: Reply, id_base: u64, prompt_tokens: u64) -> Response {
+    while let Reply::Delayed(d, inner) = reply {
+        tokio::time::sleep(d).await;
+        reply = *inner;
+    }
+    let message = match reply {
+        Reply::Text(t) => json!({"role": "assistant", "content": t}),
+        Reply::Calls { content, calls } => {
+            let calls: Vec<Value> = calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, args))| {
+                    json!({"id": format!("call_{}", id_base + i as u64), "type": "function",
+                           "function": {"name": name, "arguments": args}})
+                })
+                .collect();
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        }
+        Reply::Error {
+            status,
+            message,
+            retry_after,
+        } => return openai_error(status, &message, retry_after),
+        Reply::Garbage(body) => return (StatusCode::OK, body).into_response(),
+        Reply::Delayed(..) => unreachable!("unwrapped above"),
+    };
+    let body = json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "system_fingerprint": "fp_fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": null}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 5, "total_tokens": prompt_tokens + 5,
+                  "prompt_tokens_details": {"cached_tokens": 0}},
+    });
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+fn openai_error(status: u16, message: &str, retry_after: Option<String>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}});
+    let mut headers = HeaderMap::new();
+    if let Some(v) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        headers.insert("retry-after", v);
+    }
+    (code, headers, axum::Json(body)).into_response()
+}
+
+/// The checks real servers make on a request's conversation.
+fn validate(request: &Value) -> Result<(), String> {
+    let messages = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("'messages' must be an array")?;
+    if request.get("model").and_then(Value::as_str).is_none() {
+        return Err("'model' is required".into());
+    }
+    if let Some(choice) = request.get("tool_choice") {
+        if !matches!(choice.as_str(), Some("none" | "auto" | "required")) {
+            return Err(format!("invalid tool_choice {choice}"));
+        }
+    }
+    let mut open: Option<Vec<String>> = None;
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if !matches!(role, "system" | "user" | "assistant" | "tool") {
+            return Err(format!("messages[{i}]: invalid role {role:?}"));
+        }
+        if role == "tool" {
+            let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            match open.as_mut() {
+                Some(ids) if ids.iter().any(|x| x == id) => ids.retain(|x| x != id),
+                _ => {
+                    return Err(format!(
+                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages[{i}], tool_call_id {id:?})"
+                    ))
+                }
+            }
+            continue;
+        }
+        if let Some(ids) = &open {
+            if !ids.is_empty() {
+                return Err(format!(
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                    ids.join(", ")
+                ));
+            }
+        }
+        open = m.get("tool_calls").and_then(Value::as_array).map(|calls| {
+            calls
+                .iter()
+                .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        });
+    }
+    match open {
+        Some(ids) if !ids.is_empty() => Err(format!(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+            ids.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}

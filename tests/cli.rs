@@ -1,0 +1,204 @@
+//! The `agentd` binary, spawned: `run --local`, its JSON record, its exit
+//! codes and its error messages.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use agentd::testkit::{FakeLlm, Reply};
+use common::plugins_dir;
+
+struct Env {
+    llm: FakeLlm,
+    _plugins: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+async fn env(extra: &str) -> Env {
+    let plugins = plugins_dir(&["toolcall", "terminate", "echo", "misbehave"]);
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key_env = \"AGENTD_TEST_KEY\"\nretry_backoff_ms = 10\n\n[daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\n{extra}",
+            llm.base_url(),
+            plugins.path().display(),
+            dir.path().display()
+        ),
+    )
+    .expect("write config");
+    Env {
+        llm,
+        _plugins: plugins,
+        dir,
+        config,
+    }
+}
+
+fn agentd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(args)
+        .env_remove("AGENTD_CONFIG")
+        .env("AGENTD_TEST_KEY", "sekrit")
+        .output()
+        .expect("spawn agentd")
+}
+
+/// The blocking child process must not block the fake server's runtime.
+async fn agentd_async(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        agentd(&refs)
+    })
+    .await
+    .expect("join")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_local_json_prints_the_record_and_exits_0() {
+    let e = env("[agents.toolcall]\ntools = [\"echo\", \"terminate\"]\n").await;
+    e.llm
+        .push_all([Reply::call("echo", r#"{"text":"hi"}"#), Reply::terminate()]);
+    let out = agentd_async(vec![
+        "run".into(),
+        "--local".into(),
+        "--json".into(),
+        "--config".into(),
+        e.config.display().to_string(),
+        "toolcall".into(),
+        "greet me".into(),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON record");
+    for key in [
+        "id", "agent", "request", "outcome", "steps", "result", "error", "messages", "usage",
+    ] {
+        assert!(record.get(key).is_some(), "missing {key}: {record}");
+    }
+    assert_eq!(record["outcome"], "finished");
+    assert_eq!(record["agent"], "toolcall");
+    assert_eq!(record["request"], "greet me");
+    assert_eq!(record["usage"]["prompt_tokens"], 20);
+    assert_eq!(record["usage"]["completion_tokens"], 10);
+    let messages = record["messages"].as_array().expect("messages");
+    assert!(messages
+        .iter()
+        .any(|m| m["role"] == "tool" && m["tool_call_id"].is_string() && m["name"] == "terminate"));
+    // Steps are shown on stderr as they happen.
+    assert!(stderr.contains("step 1/30"), "{stderr}");
+    assert!(stderr.contains("tool echo"), "{stderr}");
+    // The API key came from the variable named by api_key_env.
+    assert_eq!(e.llm.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_follow_the_outcome() {
+    let e = env("[agents.toolcall]\nmax_steps = 2\n").await;
+    e.llm.set_fallback(Reply::text("hmm"));
+    let cfg = e.config.display().to_string();
+    let out = agentd_async(vec![
+        "run".into(),
+        "--local".into(),
+        "--config".into(),
+        cfg.clone(),
+        "toolcall".into(),
+        "think".into(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(3), "max_steps");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Terminated: Reached max steps (2)"),
+        "{stdout}"
+    );
+
+    let e2 = env("[agents.toolcall]\nmax_steps = 2\n[agents.crash]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"trap\"\n").await;
+    let out = agentd_async(vec![
+        "run".into(),
+        "--local".into(),
+        "--config".into(),
+        e2.config.display().to_string(),
+        "crash".into(),
+        "x".into(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(1), "error");
+    drop(e);
+}
+
+#[test]
+fn bad_usage_and_bad_config_exit_2_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[llm]\nmodel = \"m\"\n\n[agents.x]\nstrategy = 3\n").expect("write");
+    let out = agentd(&[
+        "run",
+        "--local",
+        "--config",
+        bad.to_str().expect("utf8"),
+        "x",
+        "y",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:5", bad.display())), "{stderr}");
+    assert!(stderr.contains("invalid type"), "{stderr}");
+
+    let out = agentd(&["run", "--local"]);
+    assert_eq!(out.status.code(), Some(2), "missing arguments");
+
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!("[daemon]\nplugins_dir = \"{}\"\n", dir.path().display()),
+    )
+    .expect("write");
+    let out = agentd(&[
+        "run",
+        "--local",
+        "--config",
+        good.to_str().expect("utf8"),
+        "nobody",
+        "y",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown agent `nobody`") && stderr.contains("toolcall"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugin_output_goes_to_the_log_with_the_plugin_name() {
+    let e =
+        env("[agents.printer]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"print\"\n")
+            .await;
+    let out = agentd_async(vec![
+        "run".into(),
+        "--local".into(),
+        "--config".into(),
+        e.config.display().to_string(),
+        "printer".into(),
+        "x".into(),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("hello from stdout"))
+        .unwrap_or_else(|| panic!("plugin stdout not logged: {stderr}"));
+    assert!(line.contains("misbehave"), "{line}");
+    assert!(stderr.contains("hello from stderr"), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("hello"),
+        "stdout is for the result only"
+    );
+    drop(e.dir);
+}

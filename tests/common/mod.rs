@@ -1,0 +1,145 @@
+//! Shared test harness: real plugin components built from `plugins/`, the
+//! scripted fake LLM on loopback, and an agent wired to both.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentd::agent::{Agent, Runtime};
+use agentd::config::{AgentConfig, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
+use agentd::llm::{LlmClient, LlmSettings, RetryPolicy};
+use agentd::plugin::{EngineLimits, PluginHost};
+use agentd::sandbox::NoSandbox;
+use agentd::testkit::FakeLlm;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds the plugin workspace once per test binary (a no-op when it is up to
+/// date) and returns the folder holding the components.
+pub fn built_plugins() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = repo_root();
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(root.join("plugins/Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .expect("run cargo to build the plugins");
+        assert!(status.success(), "building plugins/ failed");
+        root.join("plugins/target/wasm32-wasip2/release")
+    })
+}
+
+/// A fresh plugins folder holding copies of the named components.
+pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let built = built_plugins();
+    for name in names {
+        let from = built.join(format!("{name}.wasm"));
+        std::fs::copy(&from, dir.path().join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+    }
+    dir
+}
+
+pub const ALL_TEST_PLUGINS: &[&str] = &["toolcall", "terminate", "echo", "misbehave", "fail_tool"];
+
+pub struct Harness {
+    pub llm: FakeLlm,
+    pub runtime: Arc<Runtime>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn new() -> Self {
+        Self::with_step_timeout(Duration::from_secs(30)).await
+    }
+
+    pub async fn with_step_timeout(step_timeout: Duration) -> Self {
+        let dir = plugins_dir(ALL_TEST_PLUGINS);
+        let host = PluginHost::new(EngineLimits {
+            max_concurrent_runs: 4,
+        })
+        .expect("plugin host");
+        let report = host.load_dir(dir.path()).await.expect("load plugins");
+        assert!(
+            report.failed.is_empty(),
+            "plugins failed: {:?}",
+            report.failed
+        );
+        let runtime = Arc::new(Runtime {
+            plugins: Arc::new(host),
+            sandboxes: Arc::new(NoSandbox::new("tests of the core have no sandbox")),
+            step_timeout,
+        });
+        Harness {
+            llm: FakeLlm::start().await.expect("fake LLM"),
+            runtime,
+            dir,
+        }
+    }
+
+    pub fn settings(&self) -> LlmSettings {
+        LlmSettings {
+            model: "fake".into(),
+            base_url: self.llm.base_url(),
+            api_key: Some("test-key".into()),
+            max_tokens: Some(100),
+            temperature: Some(0.0),
+            max_input_tokens: None,
+            request_timeout: Duration::from_secs(10),
+            retry: RetryPolicy {
+                max_retries: 3,
+                initial_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(200),
+            },
+        }
+    }
+
+    pub fn agent(&self, config: AgentConfig) -> Agent {
+        self.agent_with(config, self.settings())
+    }
+
+    pub fn agent_with(&self, config: AgentConfig, settings: LlmSettings) -> Agent {
+        Agent::new(
+            config,
+            LlmClient::new(settings).expect("llm client"),
+            self.runtime.clone(),
+        )
+    }
+}
+
+/// The bundled `toolcall` agent with the test tools and a step limit.
+pub fn toolcall_agent(max_steps: u32) -> AgentConfig {
+    AgentConfig {
+        name: "tester".into(),
+        strategy: "toolcall".into(),
+        tools: vec!["echo".into(), "fail_tool".into(), "terminate".into()],
+        system_prompt: Some(TOOLCALL_SYSTEM_PROMPT.into()),
+        next_step_prompt: Some(TOOLCALL_NEXT_STEP_PROMPT.into()),
+        max_steps: Some(max_steps),
+        ..AgentConfig::with_defaults("tester")
+    }
+}
+
+/// The contents of the `tool` messages of a run, in order.
+pub fn tool_outputs(record: &agentd::agent::RunRecord) -> Vec<String> {
+    record
+        .messages
+        .iter()
+        .filter(|m| m.role == agentd::agent::Role::Tool)
+        .map(|m| m.content_str().to_string())
+        .collect()
+}
