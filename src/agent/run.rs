@@ -239,6 +239,7 @@ impl Agent {
             step_loop(
                 ctx.clone(),
                 strategy,
+                sandbox.clone(),
                 ToolBox::new(tools, sandbox),
                 self.runtime.step_timeout,
                 opts.cancel.clone(),
@@ -259,11 +260,15 @@ impl Agent {
 async fn step_loop(
     ctx: Arc<RunContext>,
     strategy: Arc<StrategyPlugin>,
+    sandbox: Arc<dyn Sandbox>,
     tools: ToolBox,
     step_timeout: Duration,
     cancel: CancellationToken,
 ) -> (Outcome, Option<String>) {
     let name = strategy.meta.name.clone();
+    if let Err(e) = sandbox.prepare().await {
+        return (Outcome::Error, Some(e.to_string()));
+    }
     let mut store = crate::plugin::new_store(
         strategy.pre.engine(),
         StrategyState::new(name.as_str().into(), ctx.clone(), tools),
@@ -350,6 +355,11 @@ async fn step_loop(
         ctx.emit(RunEvent::StepFinished { step, result: text });
         if token_limited {
             return (Outcome::TokenLimit, None);
+        }
+        // A sandbox that can never work (engine down, image missing) ends
+        // the run now rather than letting the model retry blindly.
+        if let Some(e) = sandbox.fatal_error() {
+            return (Outcome::Error, Some(e.to_string()));
         }
     }
     (Outcome::Finished, None)

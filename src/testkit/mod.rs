@@ -3,5 +3,7 @@
 //! benchmarks, and usable by plugin authors for theirs.
 
 mod fake_llm;
+mod plugins;
 
 pub use fake_llm::{FakeLlm, Reply};
+pub use plugins::build_plugins;

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -23,22 +22,7 @@ pub fn repo_root() -> PathBuf {
 pub fn built_plugins() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let root = repo_root();
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(root.join("plugins/Cargo.toml"))
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .status()
-            .expect("run cargo to build the plugins");
-        assert!(status.success(), "building plugins/ failed");
-        root.join("plugins/target/wasm32-wasip2/release")
+        agentd::testkit::build_plugins(&repo_root()).unwrap_or_else(|e| panic!("{e}"))
     })
 }
 

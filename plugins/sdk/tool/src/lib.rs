@@ -55,6 +55,38 @@ impl Command {
     }
 }
 
+impl CommandOutput {
+    /// The output as a terminal would have shown it: stdout, then stderr,
+    /// each without its final newline, then `[exit code: N]` when the
+    /// command failed. Tools that run commands return this so the model
+    /// sees error messages and failures, not just stdout.
+    ///
+    /// The exit code is left out when the command timed out: it is then
+    /// the code of the kill, which says nothing about the command, and each
+    /// tool words the timeout its own way.
+    pub fn observation(&self) -> String {
+        let mut text = String::new();
+        for stream in [&self.stdout, &self.stderr] {
+            let stream = stream.strip_suffix('\n').unwrap_or(stream);
+            if !stream.is_empty() {
+                push_line(&mut text, stream);
+            }
+        }
+        if self.exit_code != 0 && !self.timed_out {
+            push_line(&mut text, &format!("[exit code: {}]", self.exit_code));
+        }
+        text
+    }
+}
+
+/// Appends `line` to `text`, on a new line unless `text` is empty.
+pub fn push_line(text: &mut String, line: &str) {
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(line);
+}
+
 /// Deserializes a tool's arguments, turning bad input into an
 /// `invalid-input` error the model can read and correct.
 ///
@@ -78,6 +110,34 @@ mod tests {
     struct Args {
         #[serde(default)]
         text: Option<String>,
+    }
+
+    fn output(stdout: &str, stderr: &str, exit_code: i32, timed_out: bool) -> CommandOutput {
+        CommandOutput {
+            stdout: stdout.to_string(),
+            stderr: stderr.to_string(),
+            exit_code,
+            timed_out,
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn observations_join_the_streams_and_report_failures() {
+        assert_eq!(output("", "", 0, false).observation(), "");
+        assert_eq!(output("hi\n", "", 0, false).observation(), "hi");
+        assert_eq!(output("a\n\n", "", 0, false).observation(), "a\n");
+        assert_eq!(
+            output("out\n", "err\n", 2, false).observation(),
+            "out\nerr\n[exit code: 2]"
+        );
+        assert_eq!(output("", "", 1, false).observation(), "[exit code: 1]");
+        assert_eq!(
+            output("", "oops", -1, false).observation(),
+            "oops\n[exit code: -1]"
+        );
+        // A timeout's exit code is the kill's.
+        assert_eq!(output("part", "", 137, true).observation(), "part");
     }
 
     #[test]

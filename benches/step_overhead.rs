@@ -1,0 +1,133 @@
+//! Host overhead per step: one agent, 200 steps, the fake LLM answering at
+//! once with one call to a cheap tool (`echo`), `terminate` on step 200.
+//! Prints µs per step (p50 and mean, including the HTTP round trip to the
+//! fake server on loopback) and the process's peak RSS.
+//!
+//! Run: `cargo bench --bench step_overhead` (or `scripts/bench.sh`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentd::agent::{Agent, Outcome, RunEvent, RunOptions, Runtime};
+use agentd::config::AgentConfig;
+use agentd::llm::{LlmClient, LlmSettings, RetryPolicy};
+use agentd::plugin::{EngineLimits, PluginHost};
+use agentd::sandbox::NoSandbox;
+use agentd::testkit::{build_plugins, FakeLlm, Reply};
+
+const STEPS: usize = 200;
+const RUNS: usize = 10;
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let built = build_plugins(&repo)?;
+    let dir = tempfile::tempdir()?;
+    for p in ["toolcall", "terminate", "echo"] {
+        std::fs::copy(built.join(format!("{p}.wasm")), dir.path().join(format!("{p}.wasm")))?;
+    }
+    let host = PluginHost::new(EngineLimits {
+        max_concurrent_runs: 4,
+    })?;
+    host.load_dir(dir.path()).await?;
+    let runtime = Arc::new(Runtime {
+        plugins: Arc::new(host),
+        sandboxes: Arc::new(NoSandbox::new("benchmark")),
+        step_timeout: Duration::from_secs(60),
+    });
+    let llm = FakeLlm::start().await?;
+    let settings = LlmSettings {
+        model: "fake".into(),
+        base_url: llm.base_url(),
+        api_key: None,
+        max_tokens: None,
+        temperature: None,
+        max_input_tokens: None,
+        request_timeout: Duration::from_secs(10),
+        retry: RetryPolicy::default(),
+    };
+    let agent = Agent::new(
+        AgentConfig {
+            tools: vec!["echo".into(), "terminate".into()],
+            max_steps: Some(STEPS as u32 + 10),
+            system_prompt: Some("bench".into()),
+            // The window stays small so the figure is the host's overhead,
+            // not the cost of re-sending an ever longer conversation.
+            max_messages: 20,
+            duplicate_threshold: 1000,
+            ..AgentConfig::with_defaults("bench")
+        },
+        LlmClient::new(settings)?,
+        runtime,
+    );
+
+    let mut per_step: Vec<Duration> = Vec::new();
+    let mut total = Duration::ZERO;
+    for run in 0..=RUNS {
+        for _ in 0..STEPS - 1 {
+            llm.push(Reply::call("echo", r#"{"text":"x"}"#));
+        }
+        llm.push(Reply::terminate());
+        let starts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let sink = starts.clone();
+        let events = Arc::new(move |e: &RunEvent| {
+            if matches!(e, RunEvent::StepStarted { .. } | RunEvent::RunEnded { .. }) {
+                if let Ok(mut v) = sink.lock() {
+                    v.push(Instant::now());
+                }
+            }
+        });
+        let began = Instant::now();
+        let record = agent
+            .run(
+                "benchmark",
+                RunOptions {
+                    events,
+                    ..RunOptions::default()
+                },
+            )
+            .await?;
+        let elapsed = began.elapsed();
+        anyhow::ensure!(
+            record.outcome == Outcome::Finished && record.steps as usize == STEPS,
+            "unexpected run: {:?} after {} steps ({:?})",
+            record.outcome,
+            record.steps,
+            record.error
+        );
+        if run == 0 {
+            continue; // warm-up: connection pool, lazy statics
+        }
+        total += elapsed;
+        let times = starts.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        per_step.extend(times.windows(2).map(|w| w[1] - w[0]));
+    }
+    per_step.sort();
+    let mean = total / (RUNS * STEPS) as u32;
+    println!("step_overhead: {RUNS} runs x {STEPS} steps (echo tool each step, terminate at {STEPS})");
+    println!(
+        "  per step: p50 {:.1} µs, p99 {:.1} µs, mean {:.1} µs (incl. HTTP round trip to the fake LLM)",
+        percentile(&per_step, 0.5).as_secs_f64() * 1e6,
+        percentile(&per_step, 0.99).as_secs_f64() * 1e6,
+        mean.as_secs_f64() * 1e6
+    );
+    println!("  peak RSS: {:.1} MiB", peak_rss_kib() as f64 / 1024.0);
+    Ok(())
+}
