@@ -41,7 +41,10 @@ async fn main() -> anyhow::Result<()> {
     let built = build_plugins(&repo)?;
     let dir = tempfile::tempdir()?;
     for p in ["toolcall", "terminate", "echo"] {
-        std::fs::copy(built.join(format!("{p}.wasm")), dir.path().join(format!("{p}.wasm")))?;
+        std::fs::copy(
+            built.join(format!("{p}.wasm")),
+            dir.path().join(format!("{p}.wasm")),
+        )?;
     }
     let host = PluginHost::new(EngineLimits {
         max_concurrent_runs: 4,
@@ -121,7 +124,9 @@ async fn main() -> anyhow::Result<()> {
     }
     per_step.sort();
     let mean = total / (RUNS * STEPS) as u32;
-    println!("step_overhead: {RUNS} runs x {STEPS} steps (echo tool each step, terminate at {STEPS})");
+    println!(
+        "step_overhead: {RUNS} runs x {STEPS} steps (echo tool each step, terminate at {STEPS})"
+    );
     println!(
         "  per step: p50 {:.1} µs, p99 {:.1} µs, mean {:.1} µs (incl. HTTP round trip to the fake LLM)",
         percentile(&per_step, 0.5).as_secs_f64() * 1e6,

@@ -13,5 +13,12 @@ fi
 echo "== plugins"
 scripts/build-plugins.sh
 
+echo "== docker engine and sandbox images"
+# Tests that need Docker fail (never skip) without an engine; this makes
+# sure there is one: install docker.io if missing, start dockerd
+# --bridge=none --iptables=false if none answers, build the images locally.
+scripts/ensure-docker.sh
+scripts/build-images.sh --no-ensure
+
 echo "== tests"
 cargo test --all-targets -- "$@"

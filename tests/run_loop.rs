@@ -545,17 +545,17 @@ async fn a_missing_plugin_is_a_clear_error_and_the_request_is_kept() {
     let h = Harness::new().await;
     let r = h
         .agent(AgentConfig {
-            tools: vec!["bash".into()],
+            tools: vec!["web_search".into()],
             ..toolcall_agent(3)
         })
-        .run("need bash", RunOptions::default())
+        .run("need search", RunOptions::default())
         .await
         .expect("run");
     assert_eq!(r.outcome, Outcome::Error);
     assert_eq!(
         r.error.as_deref(),
-        Some("tool plugin `bash` needed by agent `tester` is not loaded")
+        Some("tool plugin `web_search` needed by agent `tester` is not loaded")
     );
-    assert_eq!(r.messages[0].content_str(), "need bash");
+    assert_eq!(r.messages[0].content_str(), "need search");
     assert!(h.llm.requests().is_empty());
 }

@@ -11,7 +11,8 @@ use crate::agent::{Agent, RunOptions, Runtime};
 use crate::config::{default_config_path, Config};
 use crate::llm::LlmClient;
 use crate::plugin::{EngineLimits, PluginHost};
-use crate::sandbox::NoSandbox;
+use crate::sandbox::docker::DockerSandboxProvider;
+use crate::sandbox::{NoSandbox, SandboxProvider};
 
 fn fail(message: impl std::fmt::Display) -> i32 {
     eprintln!("agentd: {message}");
@@ -68,11 +69,18 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(p) => p,
         Err(code) => return code,
     };
+    // A bad [sandbox] section is reported, but runs that never touch a
+    // sandbox still work; tools that do get the reason.
+    let sandboxes: Arc<dyn SandboxProvider> = match DockerSandboxProvider::new(&config.sandbox) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            eprintln!("agentd: warning: {e}");
+            Arc::new(NoSandbox::new(e.to_string()))
+        }
+    };
     let runtime = Arc::new(Runtime {
         plugins,
-        sandboxes: Arc::new(NoSandbox::new(
-            "no container engine is configured for this run",
-        )),
+        sandboxes,
         step_timeout: config.daemon.step_timeout,
     });
     let agent = Agent::new(agent_config, llm, runtime);

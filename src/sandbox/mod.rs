@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub mod docker;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSpec {
     pub command: String,

@@ -10,7 +10,7 @@ use agentd::agent::{Agent, Runtime};
 use agentd::config::{AgentConfig, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
 use agentd::llm::{LlmClient, LlmSettings, RetryPolicy};
 use agentd::plugin::{EngineLimits, PluginHost};
-use agentd::sandbox::NoSandbox;
+use agentd::sandbox::{NoSandbox, SandboxProvider};
 use agentd::testkit::FakeLlm;
 
 pub fn repo_root() -> PathBuf {
@@ -38,7 +38,16 @@ pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
     dir
 }
 
-pub const ALL_TEST_PLUGINS: &[&str] = &["toolcall", "terminate", "echo", "misbehave", "fail_tool"];
+pub const ALL_TEST_PLUGINS: &[&str] = &[
+    "toolcall",
+    "terminate",
+    "echo",
+    "misbehave",
+    "fail_tool",
+    "bash",
+    "str_replace_editor",
+    "python_execute",
+];
 
 pub struct Harness {
     pub llm: FakeLlm,
@@ -52,6 +61,14 @@ impl Harness {
     }
 
     pub async fn with_step_timeout(step_timeout: Duration) -> Self {
+        Self::build(
+            step_timeout,
+            Arc::new(NoSandbox::new("tests of the core have no sandbox")),
+        )
+        .await
+    }
+
+    pub async fn build(step_timeout: Duration, sandboxes: Arc<dyn SandboxProvider>) -> Self {
         let dir = plugins_dir(ALL_TEST_PLUGINS);
         let host = PluginHost::new(EngineLimits {
             max_concurrent_runs: 4,
@@ -65,7 +82,7 @@ impl Harness {
         );
         let runtime = Arc::new(Runtime {
             plugins: Arc::new(host),
-            sandboxes: Arc::new(NoSandbox::new("tests of the core have no sandbox")),
+            sandboxes,
             step_timeout,
         });
         Harness {

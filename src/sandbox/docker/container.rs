@@ -1,0 +1,284 @@
+//! Creating and removing a run's container.
+
+use std::collections::HashMap;
+
+use bollard::errors::Error as DockerError;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+use bollard::Docker;
+
+use super::engine::{chain, is_no_such_container, is_unreachable, unreachable};
+use super::scripts;
+use crate::config::SandboxConfig;
+use crate::sandbox::SandboxError;
+
+/// Set to `true` on every container agentd creates: what the orphan reaper
+/// looks for.
+pub const LABEL_MANAGED: &str = "agentd.managed";
+/// The id of the run a container belongs to.
+pub const LABEL_RUN: &str = "agentd.run";
+
+/// Docker refuses less than 6 MiB.
+const MIN_MEMORY: i64 = 6 << 20;
+
+/// Parses `[sandbox] memory_limit` as Docker does: `512m`, `1g`, `256k`,
+/// `1.5g` or a plain number of bytes (k/m/g/t are powers of 1024; a
+/// trailing `b` or `ib` is allowed). Empty or `0` means no limit.
+pub fn parse_memory_limit(text: &str) -> Result<Option<i64>, String> {
+    let bad = |why: &str| format!("invalid [sandbox] memory_limit `{text}`: {why}");
+    let t = text.trim().to_ascii_lowercase();
+    if t.is_empty() || t == "0" {
+        return Ok(None);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| bad("expected a size like 512m, 1g, 256k or a number of bytes"))?;
+    let shift = match unit.trim() {
+        "" | "b" => 0,
+        "k" | "kb" | "ki" | "kib" => 10,
+        "m" | "mb" | "mi" | "mib" => 20,
+        "g" | "gb" | "gi" | "gib" => 30,
+        "t" | "tb" | "ti" | "tib" => 40,
+        _ => return Err(bad("the unit must be one of b, k, m, g, t")),
+    };
+    let bytes = (value * (1u64 << shift) as f64).round();
+    if !bytes.is_finite() || bytes >= i64::MAX as f64 {
+        return Err(bad("too large"));
+    }
+    Ok(Some(bytes as i64))
+}
+
+/// The resource limits of every container, checked once when the provider
+/// is made so a bad value is reported at start-up, not at the first run.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    memory: Option<i64>,
+    nano_cpus: Option<i64>,
+    pids: Option<i64>,
+}
+
+impl Limits {
+    pub(crate) fn from_config(c: &SandboxConfig) -> Result<Limits, String> {
+        if !c.cpu_limit.is_finite() {
+            return Err(format!("invalid [sandbox] cpu_limit {}", c.cpu_limit));
+        }
+        let memory = parse_memory_limit(&c.memory_limit)?;
+        if memory.is_some_and(|m| m < MIN_MEMORY) {
+            return Err(format!(
+                "invalid [sandbox] memory_limit `{}`: Docker needs at least 6m",
+                c.memory_limit
+            ));
+        }
+        Ok(Limits {
+            memory,
+            nano_cpus: (c.cpu_limit > 0.0).then(|| (c.cpu_limit * 1e9).round() as i64),
+            pids: (c.pids_limit > 0).then_some(c.pids_limit),
+        })
+    }
+}
+
+/// A created and started container.
+#[derive(Debug)]
+pub(crate) struct Container {
+    pub(crate) id: String,
+    pub(crate) name: String,
+}
+
+/// `agentd-<run id>`, reduced to what Docker accepts in a name.
+fn container_name(run_id: &str) -> String {
+    let clean: String = run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    format!("agentd-{clean}")
+}
+
+fn spec(config: &SandboxConfig, limits: &Limits, run_id: &str, owner: &str) -> ContainerCreateBody {
+    let labels = HashMap::from([
+        (LABEL_MANAGED.to_string(), "true".to_string()),
+        (LABEL_RUN.to_string(), run_id.to_string()),
+        (super::owner::LABEL_OWNER.to_string(), owner.to_string()),
+    ]);
+    let host_config = HostConfig {
+        memory: limits.memory,
+        // Equal to memory: no swap on top of the limit.
+        memory_swap: limits.memory,
+        nano_cpus: limits.nano_cpus,
+        pids_limit: limits.pids,
+        network_mode: (!config.network_enabled).then(|| "none".to_string()),
+        cap_drop: Some(vec!["ALL".to_string()]),
+        security_opt: Some(vec!["no-new-privileges".to_string()]),
+        // docker-init reaps the zombies the model's commands leave behind.
+        init: Some(true),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(config.image.clone()),
+        // As the entrypoint, so an image's own ENTRYPOINT/CMD never runs.
+        entrypoint: Some(vec![
+            "sh".into(),
+            "-c".into(),
+            scripts::KEEP_ALIVE.into(),
+            "agentd-keepalive".into(),
+            config.work_dir.clone(),
+        ]),
+        cmd: Some(Vec::new()),
+        working_dir: Some(config.work_dir.clone()),
+        labels: Some(labels),
+        network_disabled: (!config.network_enabled).then_some(true),
+        tty: Some(false),
+        open_stdin: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// Creates and starts the run's container. Every error is
+/// [`SandboxError::Unavailable`]: without a container the run has no
+/// sandbox at all. The image is never pulled.
+pub(crate) async fn create(
+    docker: &Docker,
+    config: &SandboxConfig,
+    limits: &Limits,
+    run_id: &str,
+    owner: &str,
+    engine: &str,
+) -> Result<Container, SandboxError> {
+    let body = spec(config, limits, run_id, owner);
+    let mut name = container_name(run_id);
+    let mut attempts = 0;
+    let id = loop {
+        attempts += 1;
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        match docker.create_container(Some(options), body.clone()).await {
+            Ok(created) => break created.id,
+            Err(DockerError::DockerResponseServerError {
+                status_code: 409, ..
+            }) if attempts < 3 => {
+                name = resolve_name_conflict(docker, &name, run_id).await;
+            }
+            Err(e) => return Err(create_error(&e, config, engine)),
+        }
+    };
+    if let Err(e) = docker.start_container(&id, None).await {
+        let _ = remove(docker, &id).await;
+        if is_unreachable(&e) {
+            return Err(unreachable(engine, &e));
+        }
+        return Err(SandboxError::Unavailable(format!(
+            "cannot start the sandbox container from image `{}`: {}",
+            config.image,
+            server_message(&e)
+        )));
+    }
+    Ok(Container { id, name })
+}
+
+/// A container already has our name: a leftover of this very run (a daemon
+/// restart) is removed; anything else makes us pick another name.
+async fn resolve_name_conflict(docker: &Docker, name: &str, run_id: &str) -> String {
+    if let Ok(existing) = docker.inspect_container(name, None).await {
+        let labels = existing.config.and_then(|c| c.labels).unwrap_or_default();
+        let ours = labels.get(LABEL_MANAGED).map(String::as_str) == Some("true")
+            && labels.get(LABEL_RUN).map(String::as_str) == Some(run_id);
+        if ours && remove(docker, name).await.is_ok() {
+            tracing::info!(container = name, "removed a leftover container of this run");
+            return name.to_string();
+        }
+    }
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{name}-{}", &suffix[..8])
+}
+
+fn create_error(e: &DockerError, config: &SandboxConfig, engine: &str) -> SandboxError {
+    if is_unreachable(e) {
+        return unreachable(engine, e);
+    }
+    match e {
+        DockerError::DockerResponseServerError {
+            status_code: 404,
+            message,
+        } if message.to_ascii_lowercase().contains("no such image") => {
+            SandboxError::Unavailable(format!(
+                "image `{}` is not present on the Docker engine at {engine}; build it with \
+                 scripts/build-images.sh (no registry pull is attempted)",
+                config.image
+            ))
+        }
+        _ => SandboxError::Unavailable(format!(
+            "cannot create the sandbox container from image `{}`: {}",
+            config.image,
+            server_message(e)
+        )),
+    }
+}
+
+fn server_message(e: &DockerError) -> String {
+    match e {
+        DockerError::DockerResponseServerError { message, .. } => message.clone(),
+        other => chain(other),
+    }
+}
+
+/// Removes a container whatever its state. A container that is already
+/// gone counts as removed.
+pub(crate) async fn remove(docker: &Docker, id: &str) -> Result<(), DockerError> {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_no_such_container(&e) => Ok(()),
+        // "removal of container ... is already in progress"
+        Err(DockerError::DockerResponseServerError {
+            status_code: 409,
+            message,
+        }) if message.contains("already in progress") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_limits() {
+        assert_eq!(parse_memory_limit("512m"), Ok(Some(512 << 20)));
+        assert_eq!(parse_memory_limit("1g"), Ok(Some(1 << 30)));
+        assert_eq!(parse_memory_limit("1.5G"), Ok(Some(3 << 29)));
+        assert_eq!(parse_memory_limit("262144k"), Ok(Some(256 << 20)));
+        assert_eq!(parse_memory_limit("10485760"), Ok(Some(10 << 20)));
+        assert_eq!(parse_memory_limit("64MiB"), Ok(Some(64 << 20)));
+        assert_eq!(parse_memory_limit(""), Ok(None));
+        assert_eq!(parse_memory_limit("256k"), Ok(Some(256 << 10)));
+        let small = SandboxConfig {
+            memory_limit: "256k".into(),
+            ..SandboxConfig::default()
+        };
+        assert!(Limits::from_config(&small)
+            .expect_err("too small")
+            .contains("6m"));
+        assert!(parse_memory_limit("12x").is_err());
+        assert!(parse_memory_limit("m").is_err());
+        assert!(parse_memory_limit("-5m").is_err());
+    }
+
+    #[test]
+    fn names_are_docker_safe() {
+        assert_eq!(container_name("run 1/ä"), "agentd-run_1__");
+        assert!(container_name(&"x".repeat(500)).len() <= 107);
+    }
+}

@@ -1,0 +1,354 @@
+//! Files in and out of the container as tar archives.
+//!
+//! Contents never pass through a shell, so any bytes and any file name
+//! survive. Docker resolves paths inside the container's root: `..` and
+//! symlinks cannot reach the host.
+
+use std::io::Read;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bollard::errors::Error as DockerError;
+use bollard::query_parameters::{
+    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use futures::StreamExt;
+
+use super::engine::OpError;
+use super::exec::{self, Target};
+use super::scripts;
+use crate::sandbox::DirEntry;
+
+/// Bound on a whole download (bollard's own timeout stops at the headers).
+const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Room for tar headers (PAX records, padding) beyond a file's bytes.
+const TAR_OVERHEAD: usize = 64 * 1024;
+/// Symlinks followed by `read`, as the kernel's own limit is about 40.
+const MAX_LINK_HOPS: usize = 16;
+/// Listing output kept; a directory with more is listed partially.
+const LIST_OUTPUT_LIMIT: usize = 16 << 20;
+
+/// `path` as an absolute path in the container: relative to `work_dir`.
+pub(crate) fn resolve(work_dir: &str, path: &str) -> String {
+    let path = path.trim();
+    if path.starts_with('/') {
+        path.to_string()
+    } else if path.is_empty() || path == "." {
+        work_dir.to_string()
+    } else {
+        format!("{}/{}", work_dir.trim_end_matches('/'), path)
+    }
+}
+
+/// Splits an absolute path into its directory and file name.
+fn split(full: &str) -> Option<(&str, &str)> {
+    let (dir, name) = full.rsplit_once('/')?;
+    if name.is_empty() || name == "." || name == ".." {
+        return None;
+    }
+    Some((if dir.is_empty() { "/" } else { dir }, name))
+}
+
+fn tar_of(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(contents.len() as u64);
+    header.set_mode(0o644);
+    header.set_entry_type(tar::EntryType::Regular);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    header.set_mtime(now);
+    let mut builder = tar::Builder::new(Vec::with_capacity(contents.len() + 2048));
+    builder.append_data(&mut header, name, contents)?;
+    builder.into_inner()
+}
+
+/// Writes `contents` to `path`, creating missing parent directories.
+/// A directory at `path` is refused, not replaced.
+pub(crate) async fn write(
+    t: Target<'_>,
+    work_dir: &str,
+    path: &str,
+    contents: &[u8],
+) -> Result<(), OpError> {
+    let full = resolve(work_dir, path);
+    let (dir, name) = split(&full)
+        .ok_or_else(|| OpError::Msg(format!("cannot write `{path}`: not a file path")))?;
+    let archive = bytes::Bytes::from(
+        tar_of(name, contents).map_err(|e| OpError::Msg(format!("cannot write `{path}`: {e}")))?,
+    );
+    let upload = |archive: bytes::Bytes| {
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(dir)
+            .no_overwrite_dir_non_dir("true")
+            .build();
+        t.docker
+            .upload_to_container(t.container, Some(options), bollard::body_full(archive))
+    };
+    let first = upload(archive.clone()).await;
+    let second = match first {
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404,
+            message,
+        }) if !message.to_ascii_lowercase().contains("no such container") => {
+            // The parent directory is missing: make it, then try again.
+            let made = exec::helper(t, scripts::MKDIR_P, &[dir], None, 4096).await?;
+            if made.exit_code != Some(0) {
+                let (err, _) = made.stderr.into_text();
+                return Err(OpError::Msg(format!(
+                    "cannot write `{path}`: cannot create `{dir}`: {}",
+                    err.trim()
+                )));
+            }
+            upload(archive).await
+        }
+        other => other,
+    };
+    second.map_err(|e| write_error(path, dir, e))
+}
+
+fn write_error(path: &str, dir: &str, e: DockerError) -> OpError {
+    if let DockerError::DockerResponseServerError { message, .. } = &e {
+        if message.contains("not a directory") {
+            return OpError::Msg(format!("cannot write `{path}`: `{dir}` is not a directory"));
+        }
+        if message.contains("cannot overwrite directory") {
+            return OpError::Msg(format!("cannot write `{path}`: it is a directory"));
+        }
+    }
+    OpError::docker(format!("cannot write `{path}`"))(e)
+}
+
+/// Reads the file at `path` (following symlinks), refusing files larger
+/// than `max` bytes.
+pub(crate) async fn read(
+    t: Target<'_>,
+    work_dir: &str,
+    path: &str,
+    max: u64,
+) -> Result<Vec<u8>, OpError> {
+    let mut full = resolve(work_dir, path);
+    for _ in 0..MAX_LINK_HOPS {
+        let archive = tokio::time::timeout(TRANSFER_TIMEOUT, download(t, &full, path, max))
+            .await
+            .map_err(|_| {
+                OpError::Msg(format!(
+                    "cannot read `{path}`: no complete answer within {}s",
+                    TRANSFER_TIMEOUT.as_secs()
+                ))
+            })??;
+        match first_entry(&archive, max)
+            .map_err(|e| OpError::Msg(format!("cannot read `{path}`: bad archive: {e}")))?
+        {
+            Entry::File(bytes) => return Ok(bytes),
+            Entry::TooLarge(size) => return Err(too_large(path, size, max)),
+            Entry::Dir => {
+                return Err(OpError::Msg(format!(
+                    "cannot read `{path}`: it is a directory"
+                )))
+            }
+            Entry::Other => {
+                return Err(OpError::Msg(format!(
+                    "cannot read `{path}`: not a regular file"
+                )))
+            }
+            Entry::Link(target) => {
+                full = if target.starts_with('/') {
+                    target
+                } else {
+                    let dir = full.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+                    format!("{dir}/{target}")
+                };
+            }
+        }
+    }
+    Err(OpError::Msg(format!(
+        "cannot read `{path}`: too many levels of symbolic links"
+    )))
+}
+
+fn too_large(path: &str, size: u64, max: u64) -> OpError {
+    OpError::Msg(format!(
+        "cannot read `{path}`: it is {size} bytes, over the {max}-byte limit for reading files"
+    ))
+}
+
+/// The archive of `full`, stopping as soon as it outgrows `max`.
+async fn download(t: Target<'_>, full: &str, path: &str, max: u64) -> Result<Vec<u8>, OpError> {
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(full)
+        .build();
+    let mut stream = t.docker.download_from_container(t.container, Some(options));
+    let cap = (max as usize).saturating_add(TAR_OVERHEAD);
+    let mut archive = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(bytes) => {
+                archive.extend_from_slice(&bytes);
+                if archive.len() > cap {
+                    // The header tells the real size; fall back to a bound.
+                    let size = tar::Archive::new(&archive[..])
+                        .entries()
+                        .ok()
+                        .and_then(|mut e| e.next())
+                        .and_then(|e| e.ok())
+                        .map(|e| e.size())
+                        .unwrap_or(archive.len() as u64);
+                    return Err(too_large(path, size, max));
+                }
+            }
+            Err(DockerError::DockerResponseServerError {
+                status_code: 404,
+                message,
+            }) if !message.to_ascii_lowercase().contains("no such container") => {
+                return Err(OpError::Msg(format!("cannot read `{path}`: no such file")));
+            }
+            Err(e) => return Err(OpError::docker(format!("cannot read `{path}`"))(e)),
+        }
+    }
+    Ok(archive)
+}
+
+enum Entry {
+    File(Vec<u8>),
+    TooLarge(u64),
+    Dir,
+    Link(String),
+    Other,
+}
+
+fn first_entry(archive: &[u8], max: u64) -> std::io::Result<Entry> {
+    let mut ar = tar::Archive::new(archive);
+    let mut entries = ar.entries()?;
+    let Some(entry) = entries.next() else {
+        return Err(std::io::Error::other("empty archive"));
+    };
+    let mut entry = entry?;
+    let kind = entry.header().entry_type();
+    Ok(match kind {
+        tar::EntryType::Regular | tar::EntryType::Continuous => {
+            let size = entry.size();
+            if size > max {
+                Entry::TooLarge(size)
+            } else {
+                let mut bytes = Vec::with_capacity(size as usize);
+                entry.read_to_end(&mut bytes)?;
+                Entry::File(bytes)
+            }
+        }
+        tar::EntryType::Directory => Entry::Dir,
+        tar::EntryType::Symlink => match entry.link_name()? {
+            Some(target) => Entry::Link(target.to_string_lossy().into_owned()),
+            None => Entry::Other,
+        },
+        _ => Entry::Other,
+    })
+}
+
+/// Lists the entries of directory `path` at depth 1, sorted by name.
+///
+/// An exec of a small script rather than a tar download: the archive of a
+/// directory holds the whole tree, contents included.
+pub(crate) async fn list(
+    t: Target<'_>,
+    work_dir: &str,
+    path: &str,
+) -> Result<Vec<DirEntry>, OpError> {
+    let full = resolve(work_dir, path);
+    let o = exec::helper(t, scripts::LIST_DIR, &[&full], None, LIST_OUTPUT_LIMIT).await?;
+    match o.exit_code {
+        Some(0) => {}
+        Some(20) => {
+            return Err(OpError::Msg(format!(
+                "cannot list `{path}`: not a directory"
+            )))
+        }
+        Some(21) => {
+            return Err(OpError::Msg(format!(
+                "cannot list `{path}`: no such directory"
+            )))
+        }
+        code => {
+            let (err, _) = o.stderr.into_text();
+            return Err(OpError::Msg(format!(
+                "cannot list `{path}` (exit {}): {}",
+                code.map_or("unknown".into(), |c| c.to_string()),
+                err.trim()
+            )));
+        }
+    }
+    let (text, truncated) = o.stdout.into_text();
+    if truncated {
+        tracing::warn!(path = full, "directory listing truncated");
+    }
+    let mut entries = parse_listing(&text);
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// Parses `d|f <size> <name>` lines; a line that is not one continues the
+/// previous name (a file name with a newline in it).
+fn parse_listing(text: &str) -> Vec<DirEntry> {
+    let mut entries: Vec<DirEntry> = Vec::new();
+    for line in text.lines() {
+        let parsed = line.split_once(' ').and_then(|(kind, rest)| {
+            let (size, name) = rest.split_once(' ')?;
+            let is_dir = match kind {
+                "d" => true,
+                "f" => false,
+                _ => return None,
+            };
+            Some(DirEntry {
+                name: name.to_string(),
+                is_dir,
+                size: size.parse().ok()?,
+            })
+        });
+        match (parsed, entries.last_mut()) {
+            (Some(e), _) => entries.push(e),
+            (None, Some(prev)) => {
+                prev.name.push('\n');
+                prev.name.push_str(line);
+            }
+            (None, None) => {}
+        }
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_against_the_work_dir() {
+        assert_eq!(resolve("/workspace", "a/b"), "/workspace/a/b");
+        assert_eq!(resolve("/workspace/", "a"), "/workspace/a");
+        assert_eq!(resolve("/workspace", "/etc/x"), "/etc/x");
+        assert_eq!(resolve("/workspace", ""), "/workspace");
+        assert_eq!(split("/a/b"), Some(("/a", "b")));
+        assert_eq!(split("/b"), Some(("/", "b")));
+        assert_eq!(split("/a/"), None);
+        assert_eq!(split("/a/.."), None);
+    }
+
+    #[test]
+    fn parses_listings() {
+        let e = parse_listing("d 0 src\nf 12 a b\nf 3 new\nline\n");
+        assert_eq!(e.len(), 3);
+        assert!(e[0].is_dir && e[0].name == "src");
+        assert_eq!((e[1].name.as_str(), e[1].size), ("a b", 12));
+        assert_eq!(e[2].name, "new\nline");
+    }
+
+    #[test]
+    fn tar_roundtrip() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let ar = tar_of("x.bin", &bytes).expect("tar");
+        match first_entry(&ar, 1000).expect("entry") {
+            Entry::File(b) => assert_eq!(b, bytes),
+            _ => panic!("not a file"),
+        }
+        assert!(matches!(first_entry(&ar, 10), Ok(Entry::TooLarge(256))));
+    }
+}

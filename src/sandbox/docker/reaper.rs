@@ -1,0 +1,52 @@
+//! Removing containers no run owns any more.
+//!
+//! Containers live outside the daemon's cgroup: when the daemon dies, or a
+//! removal fails, nothing else ever removes them.
+
+use std::collections::HashMap;
+
+use bollard::errors::Error as DockerError;
+use bollard::query_parameters::ListContainersOptionsBuilder;
+use bollard::Docker;
+
+use super::container::{remove, LABEL_MANAGED, LABEL_RUN};
+use super::owner::{Owner, Ownership, LABEL_OWNER};
+
+/// Force-removes the containers labelled [`LABEL_MANAGED`] that no live run
+/// owns (see [`Owner::classify`]); returns how many went. A container that
+/// cannot be removed is logged and skipped.
+pub(crate) async fn reap(
+    docker: &Docker,
+    me: &Owner,
+    live: &[String],
+) -> Result<usize, DockerError> {
+    let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let mut removed = 0;
+    for c in docker.list_containers(Some(options)).await? {
+        let run = c.labels.as_ref().and_then(|l| l.get(LABEL_RUN));
+        let owner = c.labels.as_ref().and_then(|l| l.get(LABEL_OWNER));
+        let orphan = match me.classify(owner.map(String::as_str)) {
+            Ownership::Ours => !run.is_some_and(|r| live.iter().any(|l| l == r)),
+            Ownership::Dead | Ownership::Unlabelled => true,
+            Ownership::AliveElsewhere | Ownership::OtherHost => false,
+        };
+        if !orphan {
+            continue;
+        }
+        let Some(id) = c.id else { continue };
+        match remove(docker, &id).await {
+            Ok(()) => {
+                tracing::info!(container = %id, run = ?run, "removed an orphaned sandbox container");
+                removed += 1;
+            }
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "cannot remove an orphaned sandbox container")
+            }
+        }
+    }
+    Ok(removed)
+}

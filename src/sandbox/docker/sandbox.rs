@@ -1,0 +1,337 @@
+//! [`DockerSandbox`]: one run's container, created on first use.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use tokio::sync::Mutex;
+use tracing::Instrument;
+
+use super::container::{self, Container};
+use super::engine::OpError;
+use super::exec::{self, ExecRequest, Target};
+use super::files;
+use super::provider::Shared;
+use super::shell::Shell;
+use crate::sandbox::{CommandOutput, CommandSpec, DirEntry, Sandbox, SandboxError};
+
+/// How long `destroy` waits for the engine to remove the container.
+const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct State {
+    container: Option<Arc<Container>>,
+    destroyed: bool,
+}
+
+/// A run's sandbox. Making one is free; the container is created by the
+/// first operation (or by `prepare()` when `create_on_start` is set),
+/// exactly once even when first uses race.
+pub struct DockerSandbox {
+    run_id: String,
+    shared: Arc<Shared>,
+    /// Held while the container is created, so concurrent first uses wait
+    /// for the one creation, and `destroy` cannot miss a container being
+    /// made.
+    state: Mutex<State>,
+    fatal: StdMutex<Option<SandboxError>>,
+    shell: Shell,
+}
+
+impl DockerSandbox {
+    pub(crate) fn new(run_id: &str, shared: Arc<Shared>) -> Self {
+        DockerSandbox {
+            run_id: run_id.to_string(),
+            shared,
+            state: Mutex::new(State::default()),
+            fatal: StdMutex::new(None),
+            shell: Shell::default(),
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Creates the container if it does not exist yet; returns its name.
+    /// `prepare()` does this when `create_on_start` is set; benchmarks
+    /// call it to time creation.
+    pub async fn ensure_container(&self) -> Result<String, SandboxError> {
+        let (_, c) = self.container().await?;
+        Ok(c.name.clone())
+    }
+
+    /// The container's id, if it has been created (and not destroyed).
+    pub async fn container_id(&self) -> Option<String> {
+        let state = self.state.lock().await;
+        state.container.as_ref().map(|c| c.id.clone())
+    }
+
+    fn span(&self, op: &'static str) -> tracing::Span {
+        tracing::info_span!("sandbox", run = %self.run_id, op)
+    }
+
+    fn fatal(&self) -> Option<SandboxError> {
+        self.fatal.lock().map(|f| f.clone()).unwrap_or(None)
+    }
+
+    /// Remembers `e` as the reason this sandbox can never work.
+    fn record_fatal(&self, e: SandboxError) -> SandboxError {
+        if let Ok(mut f) = self.fatal.lock() {
+            if f.is_none() {
+                tracing::warn!(run = %self.run_id, error = %e, "sandbox unusable");
+                *f = Some(e.clone());
+            }
+        }
+        e
+    }
+
+    /// The engine and the container, created on first use.
+    async fn container(&self) -> Result<(Docker, Arc<Container>), SandboxError> {
+        if let Some(e) = self.fatal() {
+            return Err(e);
+        }
+        let mut state = self.state.lock().await;
+        if state.destroyed {
+            return Err(SandboxError::Failed(format!(
+                "the sandbox of run {} has been destroyed",
+                self.run_id
+            )));
+        }
+        if let Some(e) = self.fatal() {
+            return Err(e);
+        }
+        let docker = self
+            .shared
+            .docker()
+            .await
+            .map_err(|e| self.record_fatal(e))?;
+        if let Some(c) = &state.container {
+            return Ok((docker, c.clone()));
+        }
+        let started = std::time::Instant::now();
+        let c = container::create(
+            &docker,
+            &self.shared.config,
+            &self.shared.limits,
+            &self.run_id,
+            &self.shared.owner_label,
+            &self.shared.engine,
+        )
+        .await
+        .map_err(|e| self.record_fatal(e))?;
+        tracing::info!(
+            container = %c.name,
+            image = %self.shared.config.image,
+            ms = started.elapsed().as_millis() as u64,
+            "sandbox container started"
+        );
+        let c = Arc::new(c);
+        state.container = Some(c.clone());
+        Ok((docker, c))
+    }
+
+    /// Words an operation's error; a vanished container becomes fatal.
+    fn fail(&self, c: &Container, e: OpError) -> SandboxError {
+        let (err, fatal) = e.classify(&self.shared.engine, &c.name);
+        if fatal {
+            self.record_fatal(err)
+        } else {
+            err
+        }
+    }
+
+    fn work_dir(&self) -> &str {
+        &self.shared.config.work_dir
+    }
+}
+
+#[async_trait]
+impl Sandbox for DockerSandbox {
+    async fn prepare(&self) -> Result<(), SandboxError> {
+        if !self.shared.config.create_on_start {
+            return Ok(());
+        }
+        self.container()
+            .instrument(self.span("prepare"))
+            .await
+            .map(|_| ())
+    }
+
+    fn fatal_error(&self) -> Option<SandboxError> {
+        self.fatal()
+    }
+
+    async fn run(&self, spec: CommandSpec) -> Result<CommandOutput, SandboxError> {
+        async {
+            let (docker, c) = self.container().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+            };
+            let timeout = spec.timeout.unwrap_or(self.shared.config.timeout);
+            let req = ExecRequest {
+                cmd: vec!["sh".into(), "-c".into(), spec.command],
+                working_dir: Some(files::resolve(
+                    self.work_dir(),
+                    spec.workdir.as_deref().unwrap_or(""),
+                )),
+                stdin: spec.stdin.map(String::into_bytes),
+                timeout,
+                output_limit: self.shared.config.output_limit,
+                killable: true,
+            };
+            let o = exec::run(t, req).await.map_err(|e| self.fail(&c, e))?;
+            let (stdout, out_truncated) = o.stdout.into_text();
+            let (mut stderr, err_truncated) = o.stderr.into_text();
+            let note = if o.timed_out {
+                Some(format!(
+                    "[command timed out after {}s and was killed]",
+                    timeout.as_secs_f64()
+                ))
+            } else if o.flooded {
+                Some(format!(
+                    "[command printed more than {} and was killed]",
+                    exec::human_bytes(exec::flood_limit(self.shared.config.output_limit))
+                ))
+            } else {
+                None
+            };
+            if let Some(note) = note {
+                if !stderr.is_empty() && !stderr.ends_with('\n') {
+                    stderr.push('\n');
+                }
+                stderr.push_str(&note);
+            }
+            if o.exit_code.is_none() && !o.timed_out && !o.flooded {
+                // The stream broke off: tell a dead container from a glitch.
+                exec::check_running(t).await.map_err(|e| self.fail(&c, e))?;
+            }
+            Ok(CommandOutput {
+                stdout,
+                stderr,
+                exit_code: o.exit_code.map_or(-1, |c| c as i32),
+                timed_out: o.timed_out,
+                truncated: out_truncated || err_truncated,
+            })
+        }
+        .instrument(self.span("run"))
+        .await
+    }
+
+    async fn shell(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> Result<CommandOutput, SandboxError> {
+        async {
+            let (docker, c) = self.container().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+            };
+            self.shell
+                .run(
+                    t,
+                    self.work_dir(),
+                    command,
+                    timeout.unwrap_or(self.shared.config.timeout),
+                    self.shared.config.output_limit,
+                )
+                .await
+                .map_err(|e| self.fail(&c, e))
+        }
+        .instrument(self.span("shell"))
+        .await
+    }
+
+    async fn restart_shell(&self) -> Result<(), SandboxError> {
+        async {
+            let (docker, c) = self.container().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+            };
+            self.shell
+                .restart(t, self.work_dir())
+                .await
+                .map_err(|e| self.fail(&c, e))
+        }
+        .instrument(self.span("restart_shell"))
+        .await
+    }
+
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
+        async {
+            let (docker, c) = self.container().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+            };
+            let max = self.shared.max_read_bytes.load(Ordering::Relaxed);
+            files::read(t, self.work_dir(), path, max)
+                .await
+                .map_err(|e| self.fail(&c, e))
+        }
+        .instrument(self.span("read_file"))
+        .await
+    }
+
+    async fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), SandboxError> {
+        async {
+            let (docker, c) = self.container().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+            };
+            files::write(t, self.work_dir(), path, contents)
+                .await
+                .map_err(|e| self.fail(&c, e))
+        }
+        .instrument(self.span("write_file"))
+        .await
+    }
+
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
+        async {
+            let (docker, c) = self.container().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+            };
+            files::list(t, self.work_dir(), path)
+                .await
+                .map_err(|e| self.fail(&c, e))
+        }
+        .instrument(self.span("list_dir"))
+        .await
+    }
+
+    async fn destroy(&self) {
+        async {
+            let taken = {
+                let mut state = self.state.lock().await;
+                state.destroyed = true;
+                state.container.take()
+            };
+            self.shell.close();
+            let Some(c) = taken else { return };
+            let docker = match self.shared.docker().await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(container = %c.name, error = %e, "cannot remove the sandbox container; the orphan reaper will");
+                    return;
+                }
+            };
+            match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &c.id)).await {
+                Ok(Ok(())) => tracing::info!(container = %c.name, "sandbox container removed"),
+                Ok(Err(e)) => tracing::warn!(container = %c.name, error = %e, "cannot remove the sandbox container; the orphan reaper will"),
+                Err(_) => tracing::warn!(container = %c.name, "removing the sandbox container timed out; the orphan reaper will"),
+            }
+        }
+        .instrument(self.span("destroy"))
+        .await
+    }
+}
