@@ -93,7 +93,13 @@ async fn run_local_json_prints_the_record_and_exits_0() {
     assert!(stderr.contains("step 1/30"), "{stderr}");
     assert!(stderr.contains("tool echo"), "{stderr}");
     // The API key came from the variable named by api_key_env.
-    assert_eq!(e.llm.requests().len(), 2);
+    assert_eq!(
+        e.llm.auth_headers(),
+        [
+            Some("Bearer sekrit".to_string()),
+            Some("Bearer sekrit".to_string())
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -129,6 +135,43 @@ async fn exit_codes_follow_the_outcome() {
     .await;
     assert_eq!(out.status.code(), Some(1), "error");
     drop(e);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn base_url_and_api_key_fall_back_to_the_openai_variables() {
+    let plugins = plugins_dir(&["toolcall", "terminate"]);
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push(Reply::terminate());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[llm]\nmodel = \"fake\"\n[daemon]\nplugins_dir = \"{}\"\n",
+            plugins.path().display()
+        ),
+    )
+    .expect("write");
+    let base_url = llm.base_url();
+    let config_arg = config.display().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args(["run", "--local", "--config", &config_arg, "toolcall", "x"])
+            .env_remove("AGENTD_CONFIG")
+            .env("OPENAI_BASE_URL", base_url)
+            .env("OPENAI_API_KEY", "from-env")
+            .output()
+            .expect("spawn")
+    })
+    .await
+    .expect("join");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(llm.auth_headers(), [Some("Bearer from-env".to_string())]);
 }
 
 #[test]

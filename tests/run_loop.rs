@@ -559,3 +559,35 @@ async fn a_missing_plugin_is_a_clear_error_and_the_request_is_kept() {
     assert_eq!(r.messages[0].content_str(), "need search");
     assert!(h.llm.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_request_that_hangs_times_out_and_is_retried() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::Delayed(Duration::from_secs(5), Box::new(Reply::terminate())),
+        Reply::terminate(),
+    ]);
+    let mut settings = h.settings();
+    settings.request_timeout = Duration::from_millis(300);
+    let r = h
+        .agent_with(toolcall_agent(3), settings.clone())
+        .run("x", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Finished, "the retry got through: {r:?}");
+    assert_eq!(h.llm.requests().len(), 2);
+
+    h.llm.set_fallback(Reply::Delayed(
+        Duration::from_secs(5),
+        Box::new(Reply::terminate()),
+    ));
+    settings.retry.max_retries = 1;
+    let r = h
+        .agent_with(toolcall_agent(3), settings)
+        .run("x", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Error);
+    let err = r.error.expect("error");
+    assert!(err.contains("timed out"), "{err}");
+}

@@ -211,25 +211,23 @@ async fn the_container_is_removed_on_every_ending() {
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_runs_get_their_own_sandboxes() {
     let h = harness_with(sandbox_config(TINY_IMAGE)).await;
-    // Both runs get the same script: write a file, list the folder, finish.
-    h.llm.set_fallback(Reply::terminate());
+    // Each run writes a file, then counts the files it can see.
+    for request in ["a", "b"] {
+        h.llm.push_for(
+            request,
+            [
+                Reply::call(
+                    "bash",
+                    r#"{"command":"echo $$ > /workspace/mine && sleep 1"}"#,
+                ),
+                Reply::call("bash", r#"{"command":"ls /workspace | wc -l"}"#),
+                Reply::terminate(),
+            ],
+        );
+    }
     let agent_a = h.agent(manus(5));
     let agent_b = h.agent(manus(5));
     let (a, b) = (unique("iso-a"), unique("iso-b"));
-    // Each run's first two requests: the fake server answers in arrival
-    // order, so make the answers identical for both runs.
-    h.llm.push_all([
-        Reply::call(
-            "bash",
-            r#"{"command":"echo $$ > /workspace/mine && sleep 1"}"#,
-        ),
-        Reply::call(
-            "bash",
-            r#"{"command":"echo $$ > /workspace/mine && sleep 1"}"#,
-        ),
-        Reply::call("bash", r#"{"command":"ls /workspace | wc -l"}"#),
-        Reply::call("bash", r#"{"command":"ls /workspace | wc -l"}"#),
-    ]);
     let (ra, rb) = tokio::join!(agent_a.run("a", with_id(&a)), agent_b.run("b", with_id(&b)));
     let (ra, rb) = (ra.expect("run a"), rb.expect("run b"));
     for r in [&ra, &rb] {
@@ -350,4 +348,99 @@ async fn containers_of_a_dead_process_are_reaped_at_start_up() {
     let removed = fresh.reap_orphans(&[]).await.expect("reap");
     assert!(removed >= 1);
     assert_eq!(containers_of(&run).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_removed_from_outside_ends_the_run_cleanly() {
+    use bollard::query_parameters::RemoveContainerOptionsBuilder;
+    let h = harness_with(sandbox_config(TINY_IMAGE)).await;
+    h.llm.push_all([
+        Reply::call("bash", r#"{"command":"echo first"}"#),
+        // Slow enough for the test to remove the container in between.
+        Reply::Delayed(
+            Duration::from_millis(1500),
+            Box::new(Reply::call("bash", r#"{"command":"echo second"}"#)),
+        ),
+        Reply::terminate(),
+    ]);
+    let id = unique("killed");
+    let agent = h.agent(manus(5));
+    let run = agent.run("x", with_id(&id));
+    let killer = async {
+        for _ in 0..200 {
+            if h.llm.requests().len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let filters = HashMap::from([("label", vec![format!("agentd.run={id}")])]);
+        let d = docker().await;
+        for c in d
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+            .expect("list")
+        {
+            d.remove_container(
+                c.id.as_deref().expect("id"),
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await
+            .expect("remove from outside");
+        }
+    };
+    let (r, ()) = tokio::join!(run, killer);
+    let r = r.expect("run");
+    let out = tool_outputs(&r);
+    assert_eq!(out[0], "Observed output of cmd `bash` executed:\nfirst");
+    assert!(
+        out[1].starts_with("Error: ⚠️ Tool 'bash' encountered a problem:"),
+        "the tool reports the loss as an observation: {}",
+        out[1]
+    );
+    assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+    assert_eq!(containers_of(&id).await, 0, "nothing is left behind");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tcp_engine_works_the_same() {
+    // A loopback TCP front for the local engine's socket stands in for a
+    // remote engine (`tcp://`).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut unix) = tokio::net::UnixStream::connect("/var/run/docker.sock").await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
+                }
+            });
+        }
+    });
+    let config = SandboxConfig {
+        docker_host: Some(format!("tcp://127.0.0.1:{port}")),
+        ..sandbox_config(TINY_IMAGE)
+    };
+    let provider = DockerSandboxProvider::new(&config).expect("provider");
+    provider.ping().await.expect("the engine answers over tcp");
+    let id = unique("tcp");
+    let sb = provider.for_run(&id);
+    let out = sb
+        .shell("cd /tmp && pwd", None)
+        .await
+        .expect("shell over tcp");
+    assert_eq!(out.stdout.trim(), "/tmp");
+    sb.write_file("/workspace/t.txt", b"over tcp")
+        .await
+        .expect("write");
+    assert_eq!(sb.read_file("t.txt").await.expect("read"), b"over tcp");
+    sb.destroy().await;
+    assert_eq!(containers_of(&id).await, 0);
 }

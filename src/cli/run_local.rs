@@ -71,8 +71,13 @@ pub async fn run(args: RunArgs) -> i32 {
     };
     // A bad [sandbox] section is reported, but runs that never touch a
     // sandbox still work; tools that do get the reason.
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
     let sandboxes: Arc<dyn SandboxProvider> = match DockerSandboxProvider::new(&config.sandbox) {
-        Ok(p) => Arc::new(p),
+        Ok(p) => {
+            let p = Arc::new(p);
+            reap_in_background(p.clone(), run_id.clone());
+            p
+        }
         Err(e) => {
             eprintln!("agentd: warning: {e}");
             Arc::new(NoSandbox::new(e.to_string()))
@@ -93,7 +98,7 @@ pub async fn run(args: RunArgs) -> i32 {
         }
     });
     let opts = RunOptions {
-        run_id: None,
+        run_id: Some(run_id),
         cancel,
         events: Arc::new(progress::print_event),
     };
@@ -110,6 +115,23 @@ pub async fn run(args: RunArgs) -> i32 {
         println!("{}", record.result);
     }
     record.outcome.exit_code()
+}
+
+/// Removes containers left behind by agentd processes that died, without
+/// delaying the run; our own run is named so it is never taken for one.
+fn reap_in_background(provider: Arc<DockerSandboxProvider>, run_id: String) {
+    tokio::spawn(async move {
+        let reap = provider.reap_orphans(std::slice::from_ref(&run_id));
+        match tokio::time::timeout(std::time::Duration::from_secs(10), reap).await {
+            Ok(Ok(n)) if n > 0 => {
+                tracing::info!(removed = n, "removed orphaned sandbox containers")
+            }
+            Ok(Ok(_)) => {}
+            // The engine being down is reported by the run that needs it.
+            Ok(Err(e)) => tracing::debug!(error = %e, "orphan reaping skipped"),
+            Err(_) => tracing::debug!("orphan reaping timed out"),
+        }
+    });
 }
 
 pub async fn plugins(args: PluginsArgs) -> i32 {

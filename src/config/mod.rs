@@ -309,8 +309,10 @@ impl LlmConfig {
             model: keys.model.clone().unwrap_or_else(|| "gpt-4o".into()),
             base_url,
             api_key,
-            max_tokens: keys.max_tokens.or(Some(4096)),
-            temperature: keys.temperature.or(Some(0.0)),
+            // Sent only when configured: reasoning models refuse `max_tokens`
+            // and any non-default temperature.
+            max_tokens: keys.max_tokens,
+            temperature: keys.temperature,
             max_input_tokens: keys.max_input_tokens,
             request_timeout: keys
                 .timeout

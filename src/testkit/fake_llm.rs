@@ -70,9 +70,14 @@ impl Reply {
 #[derive(Default)]
 struct Script {
     replies: VecDeque<Reply>,
+    /// Replies for one conversation, keyed by its first user message, so
+    /// concurrent runs each get their own script whatever the arrival order.
+    by_request: Vec<(String, VecDeque<Reply>)>,
     /// Answered when the script is exhausted.
     fallback: Option<Reply>,
     requests: Vec<Value>,
+    /// The `Authorization` header of each request.
+    auth: Vec<Option<String>>,
     /// Requests refused because the conversation was malformed.
     rejected: Vec<String>,
     prompt_tokens: u64,
@@ -127,6 +132,20 @@ impl FakeLlm {
         self
     }
 
+    /// Queues `replies` for the conversation whose first user message is
+    /// `request`; they are served before the shared queue.
+    pub fn push_for(&self, request: &str, replies: impl IntoIterator<Item = Reply>) -> &Self {
+        let mut s = self.lock();
+        match s.by_request.iter_mut().find(|(k, _)| k == request) {
+            Some((_, q)) => q.extend(replies),
+            None => s
+                .by_request
+                .push((request.to_string(), replies.into_iter().collect())),
+        }
+        drop(s);
+        self
+    }
+
     pub fn set_fallback(&self, reply: Reply) -> &Self {
         self.lock().fallback = Some(reply);
         self
@@ -143,6 +162,11 @@ impl FakeLlm {
         self.lock().requests.clone()
     }
 
+    /// The `Authorization` header of each request, in order.
+    pub fn auth_headers(&self) -> Vec<Option<String>> {
+        self.lock().auth.clone()
+    }
+
     pub fn rejected(&self) -> Vec<String> {
         self.lock().rejected.clone()
     }
@@ -154,17 +178,35 @@ impl Drop for FakeLlm {
     }
 }
 
-async fn handle(State(script): State<Arc<Mutex<Script>>>, body: String) -> Response {
-    let parsed: Result<Value, _> = serde_json::from_str(&body);
+async fn handle(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let verdict = validate(&request);
     let (reply, id_base, prompt_tokens) = {
         let mut s = script.lock().unwrap_or_else(|p| p.into_inner());
-        let request = parsed.as_ref().ok().cloned().unwrap_or(Value::Null);
-        s.requests.push(request.clone());
-        if let Err(problem) = validate(&request) {
+        s.requests.push(request);
+        s.auth.push(
+            headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        );
+        if let Err(problem) = verdict {
             s.rejected.push(problem.clone());
             return openai_error(400, &problem, None);
         }
-        let reply = s.replies.pop_front().or_else(|| s.fallback.clone());
+        let first_user = first_user_message(s.requests.last().unwrap_or(&Value::Null));
+        let routed = s
+            .by_request
+            .iter_mut()
+            .find(|(k, _)| Some(k.as_str()) == first_user.as_deref())
+            .and_then(|(_, q)| q.pop_front());
+        let reply = routed
+            .or_else(|| s.replies.pop_front())
+            .or_else(|| s.fallback.clone());
         let id_base = s.next_call_id;
         s.next_call_id += 8;
         (reply, id_base, s.prompt_tokens)
@@ -222,6 +264,15 @@ fn openai_error(status: u16, message: &str, retry_after: Option<String>) -> Resp
         headers.insert("retry-after", v);
     }
     (code, headers, axum::Json(body)).into_response()
+}
+
+fn first_user_message(request: &Value) -> Option<String> {
+    request["messages"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .map(str::to_string)
 }
 
 /// The checks real servers make on a request's conversation.
