@@ -72,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
         remove.push(t.elapsed());
     }
     report("create to ready", create);
+    report("removal", remove);
 
     let sb = provider.sandbox(&format!("bench-{tag}-main"));
     let name = sb.ensure_container().await?;

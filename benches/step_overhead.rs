@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentd::agent::{Agent, Outcome, RunEvent, RunOptions, Runtime};
+use agentd::agent::{Agent, Message, Outcome, RunEvent, RunOptions, Runtime};
 use agentd::config::AgentConfig;
-use agentd::llm::{LlmClient, LlmSettings, RetryPolicy};
+use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy, ToolChoice, ToolSpec};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::NoSandbox;
 use agentd::testkit::{build_plugins, FakeLlm, Reply};
@@ -50,12 +50,14 @@ async fn main() -> anyhow::Result<()> {
         max_concurrent_runs: 4,
     })?;
     host.load_dir(dir.path()).await?;
+    let runtime_plugins = Arc::new(host);
     let runtime = Arc::new(Runtime {
-        plugins: Arc::new(host),
+        plugins: runtime_plugins.clone(),
         sandboxes: Arc::new(NoSandbox::new("benchmark")),
         step_timeout: Duration::from_secs(60),
     });
     let llm = FakeLlm::start().await?;
+    llm.set_recording(false);
     let settings = LlmSettings {
         model: "fake".into(),
         base_url: llm.base_url(),
@@ -66,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
         request_timeout: Duration::from_secs(10),
         retry: RetryPolicy::default(),
     };
+    let agent_llm = LlmClient::new(settings.clone())?;
     let agent = Agent::new(
         AgentConfig {
             tools: vec!["echo".into(), "terminate".into()],
@@ -81,6 +84,11 @@ async fn main() -> anyhow::Result<()> {
         runtime,
     );
 
+    let tool_specs: Vec<ToolSpec> = ["echo", "terminate"]
+        .iter()
+        .filter_map(|n| runtime_plugins.snapshot().tool(n).map(|t| t.spec.clone()))
+        .collect();
+    let mut record_messages = Vec::new();
     let mut per_step: Vec<Duration> = Vec::new();
     let mut total = Duration::ZERO;
     for run in 0..=RUNS {
@@ -116,6 +124,10 @@ async fn main() -> anyhow::Result<()> {
             record.error
         );
         if run == 0 {
+            // The window the last request carried, with the system prompt.
+            record_messages = std::iter::once(Message::system("bench"))
+                .chain(record.messages.iter().cloned())
+                .collect();
             continue; // warm-up: connection pool, lazy statics
         }
         total += elapsed;
@@ -124,6 +136,32 @@ async fn main() -> anyhow::Result<()> {
     }
     per_step.sort();
     let mean = total / (RUNS * STEPS) as u32;
+
+    // The same conversation shape sent straight through the client: the
+    // HTTP round trip alone, so the host's own share can be told apart.
+    let client = agent_llm;
+    let window = record_messages;
+    let specs = tool_specs;
+    llm.set_fallback(Reply::call("echo", r#"{"text":"x"}"#));
+    // In a spawned task, like the step loop: calls from the `main` body
+    // itself are measurably slower.
+    let mut http = tokio::spawn(async move {
+        let mut http = Vec::with_capacity(2000);
+        for _ in 0..2000 {
+            let t = Instant::now();
+            client
+                .chat(ChatRequest {
+                    messages: &window,
+                    tools: &specs,
+                    tool_choice: ToolChoice::Auto,
+                })
+                .await?;
+            http.push(t.elapsed());
+        }
+        anyhow::Ok(http)
+    })
+    .await??;
+    http.sort();
     println!(
         "step_overhead: {RUNS} runs x {STEPS} steps (echo tool each step, terminate at {STEPS})"
     );
@@ -132,6 +170,15 @@ async fn main() -> anyhow::Result<()> {
         percentile(&per_step, 0.5).as_secs_f64() * 1e6,
         percentile(&per_step, 0.99).as_secs_f64() * 1e6,
         mean.as_secs_f64() * 1e6
+    );
+    let http_p50 = percentile(&http, 0.5);
+    println!(
+        "  LLM round trip alone (same request shape): p50 {:.1} µs",
+        http_p50.as_secs_f64() * 1e6
+    );
+    println!(
+        "  host overhead per step, excluding the round trip: ~{:.1} µs (p50 difference)",
+        (percentile(&per_step, 0.5).as_secs_f64() - http_p50.as_secs_f64()) * 1e6
     );
     println!("  peak RSS: {:.1} MiB", peak_rss_kib() as f64 / 1024.0);
     Ok(())

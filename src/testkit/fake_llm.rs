@@ -17,7 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Value};
-use tokio::task::JoinHandle;
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -82,15 +81,21 @@ struct Script {
     rejected: Vec<String>,
     prompt_tokens: u64,
     next_call_id: u64,
+    /// Benchmarks turn recording off so memory stays flat.
+    no_recording: bool,
 }
 
 pub struct FakeLlm {
     addr: SocketAddr,
     script: Arc<Mutex<Script>>,
-    server: JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FakeLlm {
+    /// Starts the server on its own thread and runtime, as a real server is
+    /// its own process: it never competes with the caller's runtime for
+    /// workers, and a caller that blocks its runtime cannot stall it.
     pub async fn start() -> std::io::Result<Self> {
         let script = Arc::new(Mutex::new(Script {
             prompt_tokens: 10,
@@ -99,17 +104,37 @@ impl FakeLlm {
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .with_state(script.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "fake LLM server stopped");
-            }
-        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let server = std::thread::Builder::new()
+            .name("fake-llm".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => return tracing::error!(error = %e, "fake LLM cannot listen"),
+                    };
+                    let shutdown = async {
+                        let _ = stopped.await;
+                    };
+                    if let Err(e) = axum::serve(listener, app)
+                        .with_graceful_shutdown(shutdown)
+                        .await
+                    {
+                        tracing::error!(error = %e, "fake LLM server stopped");
+                    }
+                })
+            })?;
         Ok(FakeLlm {
             addr,
             script,
-            server,
+            stop: Some(stop),
+            server: Some(server),
         })
     }
 
@@ -157,6 +182,13 @@ impl FakeLlm {
         self
     }
 
+    /// Stops keeping request bodies (for long benchmarks); `requests()` then
+    /// returns only what came before.
+    pub fn set_recording(&self, on: bool) -> &Self {
+        self.lock().no_recording = !on;
+        self
+    }
+
     /// Every request body received, in order (including rejected ones).
     pub fn requests(&self) -> Vec<Value> {
         self.lock().requests.clone()
@@ -174,7 +206,12 @@ impl FakeLlm {
 
 impl Drop for FakeLlm {
     fn drop(&mut self) {
-        self.server.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // Not joined: a client still holding a keep-alive connection would
+        // make graceful shutdown wait; the thread ends on its own.
+        drop(self.server.take());
     }
 }
 
@@ -185,20 +222,21 @@ async fn handle(
 ) -> Response {
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let verdict = validate(&request);
+    let first_user = first_user_message(&request);
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let (reply, id_base, prompt_tokens) = {
         let mut s = script.lock().unwrap_or_else(|p| p.into_inner());
-        s.requests.push(request);
-        s.auth.push(
-            headers
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string),
-        );
+        if !s.no_recording {
+            s.requests.push(request);
+            s.auth.push(auth);
+        }
         if let Err(problem) = verdict {
             s.rejected.push(problem.clone());
             return openai_error(400, &problem, None);
         }
-        let first_user = first_user_message(s.requests.last().unwrap_or(&Value::Null));
         let routed = s
             .by_request
             .iter_mut()
