@@ -591,3 +591,113 @@ async fn a_request_that_hangs_times_out_and_is_retried() {
     let err = r.error.expect("error");
     assert!(err.contains("timed out"), "{err}");
 }
+
+#[tokio::test]
+async fn the_deadline_names_a_tool_that_loops_and_excludes_llm_waits() {
+    let h = Harness::with_step_timeout(Duration::from_millis(800)).await;
+    // A slow model is not a runaway plugin: 1.5 s of waiting for the LLM
+    // inside a step with a 0.8 s deadline.
+    h.llm.push_all([
+        Reply::Delayed(Duration::from_millis(1500), Box::new(Reply::text("slow"))),
+        Reply::terminate(),
+    ]);
+    let r = h
+        .agent(toolcall_agent(3))
+        .run("slow model", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+
+    h.llm.push(Reply::call("fail_tool", r#"{"spin": true}"#));
+    let r = h
+        .agent(toolcall_agent(3))
+        .run("spin", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Error);
+    let err = r.error.expect("error");
+    assert!(
+        err.contains("plugin `fail_tool` exceeded the step deadline"),
+        "the tool, not the strategy, is named: {err}"
+    );
+}
+
+#[tokio::test]
+async fn plugins_get_no_filesystem_environment_or_arguments() {
+    std::env::set_var("AGENTD_TEST_SECRET", "host-only");
+    let h = Harness::new().await;
+    let r = h
+        .agent(misbehave("probe-wasi"))
+        .run("probe", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(
+        r.result, "Step 1: fs=denied file=denied env=0 args=0",
+        "the host environment and filesystem stay invisible"
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_run_cancels_it_and_leaves_the_agent_idle() {
+    let h = Harness::new().await;
+    h.llm.push(Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::terminate()),
+    ));
+    let agent = h.agent(toolcall_agent(3));
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(300),
+        agent.run("abandoned", RunOptions::default()),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the caller gave up");
+    assert_eq!(agent.state(), AgentState::Idle, "not stuck in RUNNING");
+    h.llm.push(Reply::terminate());
+    let r = agent
+        .run("again", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Finished);
+}
+
+#[tokio::test]
+async fn the_fake_server_rejects_broken_conversations_like_real_servers() {
+    let h = Harness::new().await;
+    h.llm.set_fallback(Reply::text("ok"));
+    let client = reqwest::Client::new();
+    let url = format!("{}/chat/completions", h.llm.base_url());
+    let post = |body: serde_json::Value| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            client
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("post")
+                .status()
+                .as_u16()
+        }
+    };
+    let call = serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]});
+    let answer =
+        serde_json::json!({"role": "tool", "tool_call_id": "c1", "name": "echo", "content": "x"});
+    let user = serde_json::json!({"role": "user", "content": "hi"});
+    assert_eq!(
+        post(serde_json::json!({"model": "m", "messages": [user, call, answer]})).await,
+        200
+    );
+    assert_eq!(
+        post(serde_json::json!({"model": "m", "messages": [answer, user]})).await,
+        400,
+        "an orphan tool message"
+    );
+    assert_eq!(
+        post(serde_json::json!({"model": "m", "messages": [user, call, user]})).await,
+        400,
+        "an unanswered call"
+    );
+    assert_eq!(h.llm.rejected().len(), 2);
+}

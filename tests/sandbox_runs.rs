@@ -180,6 +180,7 @@ async fn the_container_is_removed_on_every_ending() {
     // cancel in the middle of a command
     h.llm
         .push(Reply::call("bash", r#"{"command":"sleep 1000"}"#));
+    let before = h.llm.requests().len();
     let id = unique("cancel");
     let cancel = CancellationToken::new();
     let agent = h.agent(manus(5));
@@ -193,12 +194,18 @@ async fn the_container_is_removed_on_every_ending() {
     );
     let canceller = async {
         // Wait until the container exists and the command is running.
-        for _ in 0..100 {
-            if containers_of(&id).await == 1 && h.llm.requests().len() == 1 {
+        let mut started = false;
+        for _ in 0..200 {
+            if containers_of(&id).await == 1 && h.llm.requests().len() == before + 1 {
+                started = true;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        assert!(
+            started,
+            "the command never started: the cancel would prove nothing"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
         cancel.cancel();
     };

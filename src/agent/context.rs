@@ -4,8 +4,9 @@
 //! or a host call panics, the store is gone but the memory, usage and step
 //! records are still here for the run record.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::deadline::StepClock;
 use super::events::{EventSink, RunEvent};
 use super::memory::Memory;
 use super::message::{check_tool_pairing, Message, MessageError, Role};
@@ -22,6 +23,8 @@ pub struct RunContext {
     pub llm: LlmClient,
     pub tool_specs: Vec<ToolSpec>,
     pub events: EventSink,
+    /// The current step's deadline clock; host waits pause it.
+    pub clock: Arc<StepClock>,
     state: Mutex<RunState>,
 }
 
@@ -32,6 +35,9 @@ pub struct RunState {
     pub finished: bool,
     /// Set when the input-token budget refused a request.
     pub token_limit: Option<String>,
+    /// Input tokens counted against `max_input_tokens`: the server's count,
+    /// or agentd's estimate when the server reports none.
+    pub budget_spent: u64,
     /// The step whose prompt carries the stuck warning (one step only).
     pub warning_step: Option<u32>,
     /// The plugin executing right now, to name it when a step overruns.
@@ -74,12 +80,14 @@ impl RunContext {
             llm,
             tool_specs,
             events,
+            clock: StepClock::new(),
             state: Mutex::new(RunState {
                 memory,
                 usage: Usage::default(),
                 current_step: 0,
                 finished: false,
                 token_limit: None,
+                budget_spent: 0,
                 warning_step: None,
                 current_plugin: strategy_name.to_string(),
                 results: Vec::new(),
@@ -118,22 +126,18 @@ impl RunContext {
     }
 
     pub fn add_message(&self, message: Message) -> Result<(), MessageError> {
-        let event = (message.role == Role::Assistant).then(|| RunEvent::AssistantMessage {
-            step: 0,
-            content: message.content.clone(),
-            tool_calls: message.tool_calls.iter().map(|c| c.name.clone()).collect(),
+        let announce = (message.role == Role::Assistant).then(|| {
+            (
+                message.content.clone(),
+                message.tool_calls.iter().map(|c| c.name.clone()).collect(),
+            )
         });
         let step = {
             let mut st = self.lock();
             st.memory.add(message)?;
             st.current_step
         };
-        if let Some(RunEvent::AssistantMessage {
-            content,
-            tool_calls,
-            ..
-        }) = event
-        {
+        if let Some((content, tool_calls)) = announce {
             self.emit(RunEvent::AssistantMessage {
                 step,
                 content,
@@ -160,10 +164,10 @@ impl RunContext {
         }
         check_tool_pairing(&messages)
             .map_err(|e| ChatFailure::Failed(format!("invalid chat request: {e}")))?;
+        let needed = estimate_tokens(&messages, &tools);
         if let Some(max) = self.llm.settings().max_input_tokens {
-            let needed = estimate_tokens(&messages, &tools);
             let mut st = self.lock();
-            let current = st.usage.prompt_tokens;
+            let current = st.budget_spent;
             if st.token_limit.is_some() || current + needed > max {
                 let msg = format!(
                     "Request may exceed input token limit (Current: {current}, Needed: {needed}, Max: {max})"
@@ -172,16 +176,26 @@ impl RunContext {
                 return Err(ChatFailure::TokenLimit(msg));
             }
         }
-        let response = self
-            .llm
-            .chat(ChatRequest {
-                messages: &messages,
-                tools: &tools,
-                tool_choice,
-            })
-            .await
-            .map_err(|e| ChatFailure::Failed(e.to_string()))?;
-        self.lock().usage += response.usage;
+        let response = {
+            // Waiting for the model is not plugin time.
+            let _paused = self.clock.pause();
+            self.llm
+                .chat(ChatRequest {
+                    messages: &messages,
+                    tools: &tools,
+                    tool_choice,
+                })
+                .await
+                .map_err(|e| ChatFailure::Failed(e.to_string()))?
+        };
+        let mut st = self.lock();
+        st.usage += response.usage;
+        st.budget_spent += if response.usage.prompt_tokens > 0 {
+            response.usage.prompt_tokens
+        } else {
+            needed
+        };
+        drop(st);
         Ok(response)
     }
 }

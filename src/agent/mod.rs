@@ -3,6 +3,7 @@
 //! plugin.
 
 pub mod context;
+pub mod deadline;
 pub mod events;
 pub mod memory;
 pub mod message;

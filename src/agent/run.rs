@@ -105,13 +105,26 @@ impl Agent {
             .run_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        // A child token: dropping this future cancels the run without
+        // cancelling whatever else shares the caller's token.
+        let cancel = opts.cancel.child_token();
+        let sandbox = self.runtime.sandboxes.for_run(&run_id);
+        let mut guard = RunGuard {
+            agent: self,
+            cancel: cancel.clone(),
+            sandbox: Some(sandbox.clone()),
+        };
         let span = info_span!("run", run_id = %run_id, agent = %self.config.name);
         let events = opts.events.clone();
-        let record = self
-            .run_inner(run_id, request, opts)
+        let opts = RunOptions { cancel, ..opts };
+        let builder = self
+            .run_inner(run_id, request, opts, sandbox.clone())
             .instrument(span.clone())
-            .await
-            .into_record();
+            .await;
+        // Whatever way the run ended, its sandbox goes with it.
+        sandbox.destroy().instrument(span.clone()).await;
+        guard.sandbox = None;
+        let record = builder.into_record();
         span.in_scope(|| {
             info!(outcome = %record.outcome, steps = record.steps, error = record.error.as_deref().unwrap_or(""), "run ended")
         });
@@ -121,17 +134,19 @@ impl Agent {
             error: record.error.clone(),
         });
         *self.last_outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(record.outcome);
-        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = AgentState::Idle;
+        drop(guard);
         Ok(record)
     }
 
-    async fn run_inner(&self, run_id: String, request: &str, opts: RunOptions) -> RecordBuilder {
-        let sandbox = self.runtime.sandboxes.for_run(&run_id);
-        let builder = match self.resolve() {
-            Ok(resolved) => {
-                self.execute(run_id, request, opts, resolved, sandbox.clone())
-                    .await
-            }
+    async fn run_inner(
+        &self,
+        run_id: String,
+        request: &str,
+        opts: RunOptions,
+        sandbox: Arc<dyn Sandbox>,
+    ) -> RecordBuilder {
+        match self.resolve() {
+            Ok(resolved) => self.execute(run_id, request, opts, resolved, sandbox).await,
             Err(message) => {
                 let ctx = Arc::new(self.context(
                     &run_id,
@@ -144,10 +159,7 @@ impl Agent {
                 let _ = ctx.add_message(Message::user(request));
                 RecordBuilder::new(ctx, request).ended(Outcome::Error, Some(message))
             }
-        };
-        // Whatever way the run ended, its sandbox goes with it.
-        sandbox.destroy().await;
-        builder
+        }
     }
 
     fn resolve(&self) -> Result<Resolved, String> {
@@ -240,7 +252,7 @@ impl Agent {
                 ctx.clone(),
                 strategy,
                 sandbox.clone(),
-                ToolBox::new(tools, sandbox),
+                ToolBox::new(tools, sandbox, Some(ctx.clock.clone())),
                 self.runtime.step_timeout,
                 opts.cancel.clone(),
             )
@@ -266,8 +278,22 @@ async fn step_loop(
     cancel: CancellationToken,
 ) -> (Outcome, Option<String>) {
     let name = strategy.meta.name.clone();
-    if let Err(e) = sandbox.prepare().await {
-        return (Outcome::Error, Some(e.to_string()));
+    let prepared = tokio::select! {
+        _ = cancel.cancelled() => return (Outcome::Cancelled, None),
+        r = tokio::time::timeout(step_timeout, sandbox.prepare()) => r,
+    };
+    match prepared {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return (Outcome::Error, Some(e.to_string())),
+        Err(_) => {
+            return (
+                Outcome::Error,
+                Some(format!(
+                    "sandbox unavailable: not ready within {}s",
+                    step_timeout.as_secs_f64()
+                )),
+            )
+        }
     }
     let mut store = crate::plugin::new_store(
         strategy.pre.engine(),
@@ -275,14 +301,18 @@ async fn step_loop(
     );
     let instance = tokio::select! {
         _ = cancel.cancelled() => return (Outcome::Cancelled, None),
-        r = strategy.pre.instantiate_async(&mut store) => match r {
-            Ok(i) => i,
-            Err(e) => return (Outcome::Error, Some(format!("cannot instantiate strategy plugin `{name}`: {e:#}"))),
+        r = tokio::time::timeout(step_timeout, strategy.pre.instantiate_async(&mut store)) => match r {
+            Ok(Ok(i)) => i,
+            Ok(Err(e)) => return (Outcome::Error, Some(format!("cannot instantiate strategy plugin `{name}`: {e:#}"))),
+            Err(_) => return (Outcome::Error, Some(format!("strategy plugin `{name}` did not start within {}s", step_timeout.as_secs_f64()))),
         },
     };
     let api = instance.agentd_plugin_strategy_api();
     let threshold = ctx.agent.duplicate_threshold as usize;
     loop {
+        if cancel.is_cancelled() {
+            return (Outcome::Cancelled, None);
+        }
         let (step, mark) = {
             let mut st = ctx.lock();
             if st.finished {
@@ -296,39 +326,39 @@ async fn step_loop(
             st.current_step += 1;
             (st.current_step, st.memory.mark())
         };
-        if cancel.is_cancelled() {
-            return (Outcome::Cancelled, None);
-        }
         ctx.emit(RunEvent::StepStarted {
             step,
             max_steps: ctx.max_steps,
         });
-        let span = info_span!("step", step);
-        let result = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return (Outcome::Cancelled, None),
-            r = tokio::time::timeout(step_timeout, api.call_step(&mut store)).instrument(span) => r,
-        };
+        let result = run_step(&ctx, api, &mut store, step_timeout, &cancel)
+            .instrument(info_span!("step", step))
+            .await;
+        let token_limited = ctx.lock().token_limit.is_some();
         let text = match result {
-            Ok(Ok(Ok(text))) => text,
-            Ok(Ok(Err(e))) => {
+            StepEnd::Done(text) => text,
+            StepEnd::Cancelled => return (Outcome::Cancelled, None),
+            // A strategy that passes the budget's refusal up as an error
+            // still ends the run as `token_limit`.
+            StepEnd::Failed(_) | StepEnd::Trapped(_) if token_limited => {
+                return (Outcome::TokenLimit, None)
+            }
+            StepEnd::Failed(message) => {
                 return (
                     Outcome::Error,
                     Some(format!(
-                        "strategy `{name}` failed at step {step}: {}",
-                        e.message
+                        "strategy `{name}` failed at step {step}: {message}"
                     )),
                 )
             }
-            Ok(Err(trap)) => {
+            StepEnd::Trapped(trap) => {
                 return (
                     Outcome::Error,
                     Some(format!(
-                        "strategy plugin `{name}` trapped at step {step}: {trap:#}"
+                        "strategy plugin `{name}` trapped at step {step}: {trap}"
                     )),
                 )
             }
-            Err(_elapsed) => {
+            StepEnd::Overran => {
                 let culprit = ctx.lock().current_plugin.clone();
                 warn!(plugin = %culprit, ?step_timeout, "step deadline exceeded");
                 return (
@@ -363,6 +393,73 @@ async fn step_loop(
         }
     }
     (Outcome::Finished, None)
+}
+
+enum StepEnd {
+    Done(String),
+    Failed(String),
+    Trapped(String),
+    Overran,
+    Cancelled,
+}
+
+/// One `step()` call under the step deadline, which counts only time spent
+/// in plugin code (see [`super::deadline`]), and the run's cancel token.
+async fn run_step(
+    ctx: &RunContext,
+    api: &crate::plugin::bindings::strategy::exports::agentd::plugin::strategy_api::Guest,
+    store: &mut wasmtime::Store<StrategyState>,
+    step_timeout: Duration,
+    cancel: &CancellationToken,
+) -> StepEnd {
+    ctx.clock.start();
+    let call = api.call_step(store);
+    tokio::pin!(call);
+    loop {
+        let left = step_timeout.saturating_sub(ctx.clock.guest_time());
+        if left.is_zero() {
+            return StepEnd::Overran;
+        }
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return StepEnd::Cancelled,
+            r = &mut call => return match r {
+                Ok(Ok(text)) => StepEnd::Done(text),
+                Ok(Err(e)) => StepEnd::Failed(e.message),
+                Err(trap) => StepEnd::Trapped(format!("{trap:#}")),
+            },
+            // Re-checked rather than trusted: time paused in host waits is
+            // added back, so the deadline moves.
+            _ = tokio::time::sleep(left) => {}
+        }
+    }
+}
+
+/// Restores the agent if `run` is dropped before it finishes (a caller that
+/// gives up, a shutdown): the run is cancelled, its sandbox destroyed in the
+/// background, and the agent is IDLE again instead of stuck in RUNNING.
+struct RunGuard<'a> {
+    agent: &'a Agent,
+    cancel: CancellationToken,
+    /// `None` once the sandbox was destroyed on the normal path.
+    sandbox: Option<Arc<dyn Sandbox>>,
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            self.cancel.cancel();
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn(async move { sandbox.destroy().await });
+                }
+                Err(_) => warn!(
+                    "run dropped outside a runtime; the orphan reaper will remove its sandbox"
+                ),
+            }
+        }
+        *self.agent.state.lock().unwrap_or_else(|p| p.into_inner()) = AgentState::Idle;
+    }
 }
 
 /// Builds the run record from the run context, which outlives the store.

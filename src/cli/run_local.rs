@@ -72,16 +72,19 @@ pub async fn run(args: RunArgs) -> i32 {
     // A bad [sandbox] section is reported, but runs that never touch a
     // sandbox still work; tools that do get the reason.
     let run_id = uuid::Uuid::new_v4().simple().to_string();
-    let sandboxes: Arc<dyn SandboxProvider> = match DockerSandboxProvider::new(&config.sandbox) {
-        Ok(p) => {
-            let p = Arc::new(p);
-            reap_in_background(p.clone(), run_id.clone());
-            p
-        }
+    let docker = match DockerSandboxProvider::new(&config.sandbox) {
+        Ok(p) => Some(Arc::new(p)),
         Err(e) => {
             eprintln!("agentd: warning: {e}");
-            Arc::new(NoSandbox::new(e.to_string()))
+            None
         }
+    };
+    let sandboxes: Arc<dyn SandboxProvider> = match &docker {
+        Some(p) => {
+            reap_in_background(p.clone(), run_id.clone());
+            p.clone()
+        }
+        None => Arc::new(NoSandbox::new("the [sandbox] configuration is invalid")),
     };
     let runtime = Arc::new(Runtime {
         plugins,
@@ -90,13 +93,7 @@ pub async fn run(args: RunArgs) -> i32 {
     });
     let agent = Agent::new(agent_config, llm, runtime);
     let cancel = CancellationToken::new();
-    let on_ctrl_c = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("agentd: cancelling the run");
-            on_ctrl_c.cancel();
-        }
-    });
+    watch_signals(cancel.clone());
     let opts = RunOptions {
         run_id: Some(run_id),
         cancel,
@@ -106,6 +103,11 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    // After the run, too: a container whose creation a cancel interrupted
+    // is ours and no longer live.
+    if let Some(p) = docker {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), p.reap_orphans(&[])).await;
+    }
     if args.json {
         match serde_json::to_string_pretty(&record) {
             Ok(s) => println!("{s}"),
@@ -115,6 +117,33 @@ pub async fn run(args: RunArgs) -> i32 {
         println!("{}", record.result);
     }
     record.outcome.exit_code()
+}
+
+/// SIGINT or SIGTERM cancels the run, which then removes its sandbox and
+/// exits 5; a second signal exits at once.
+fn watch_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            tracing::warn!("cannot watch signals: Ctrl-C will not cancel cleanly");
+            return;
+        };
+        for round in 0..2 {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if round == 0 {
+                eprintln!("agentd: cancelling the run (again to quit at once)");
+                cancel.cancel();
+            } else {
+                std::process::exit(130);
+            }
+        }
+    });
 }
 
 /// Removes containers left behind by agentd processes that died, without

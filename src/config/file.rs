@@ -46,8 +46,20 @@ pub struct LlmKeys {
 impl LlmKeys {
     /// `self` overlaid with `over`, key by key.
     pub fn overlay(&self, over: &LlmKeys) -> LlmKeys {
+        // `api_key` and `api_key_env` are one setting: an override that sets
+        // either replaces both.
+        let own_key = over.api_key.is_some() || over.api_key_env.is_some();
+        let base = LlmKeys {
+            api_key: if own_key { None } else { self.api_key.clone() },
+            api_key_env: if own_key {
+                None
+            } else {
+                self.api_key_env.clone()
+            },
+            ..self.clone()
+        };
         macro_rules! pick {
-            ($($f:ident),*) => { LlmKeys { $($f: over.$f.clone().or_else(|| self.$f.clone())),* } };
+            ($($f:ident),*) => { LlmKeys { $($f: over.$f.clone().or_else(|| base.$f.clone())),* } };
         }
         pick!(
             model,

@@ -194,15 +194,14 @@ impl Config {
             .state_dir
             .clone()
             .unwrap_or_else(paths::default_state_dir);
-        let step_timeout = f
-            .daemon
-            .step_timeout
-            .unwrap_or(DEFAULT_STEP_TIMEOUT.as_secs_f64());
-        if !(step_timeout.is_finite() && step_timeout > 0.0) {
-            return Err(invalid(format!(
-                "[daemon] step_timeout must be a positive number of seconds, not {step_timeout}"
-            )));
-        }
+        let step_timeout = match f.daemon.step_timeout {
+            None => DEFAULT_STEP_TIMEOUT,
+            Some(t) => seconds(t).ok_or_else(|| {
+                invalid(format!(
+                    "[daemon] step_timeout must be a positive number of seconds, not {t}"
+                ))
+            })?,
+        };
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -211,7 +210,7 @@ impl Config {
                 .unwrap_or_else(|| state_dir.join("plugins")),
             state_dir,
             socket: f.daemon.socket.clone(),
-            step_timeout: Duration::from_secs_f64(step_timeout),
+            step_timeout,
             max_concurrent_runs: f
                 .daemon
                 .max_concurrent_runs
@@ -259,7 +258,7 @@ impl Config {
             .chain(llm.overrides.iter().map(|(k, v)| (k.as_str(), v)))
         {
             if let Some(t) = keys.timeout {
-                if !(t.is_finite() && t > 0.0) {
+                if seconds(t).is_none() {
                     let table = if name.is_empty() {
                         "[llm]".to_string()
                     } else {
@@ -294,11 +293,14 @@ impl LlmConfig {
             None => self.base.clone(),
         };
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let api_key = keys
-            .api_key
-            .clone()
-            .or_else(|| keys.api_key_env.as_deref().and_then(env))
-            .or_else(|| env("OPENAI_API_KEY"));
+        // `api_key_env` names where the key is; if that variable is unset the
+        // key is missing, never silently replaced by $OPENAI_API_KEY (which
+        // would send one provider's key to another's endpoint).
+        let api_key = match (&keys.api_key, &keys.api_key_env) {
+            (Some(k), _) => Some(k.clone()),
+            (None, Some(var)) => env(var),
+            (None, None) => env("OPENAI_API_KEY"),
+        };
         let base_url = keys
             .base_url
             .clone()
@@ -316,7 +318,7 @@ impl LlmConfig {
             max_input_tokens: keys.max_input_tokens,
             request_timeout: keys
                 .timeout
-                .map(Duration::from_secs_f64)
+                .and_then(seconds)
                 .unwrap_or(Duration::from_secs(300)),
             retry: RetryPolicy {
                 max_retries: keys.max_retries.unwrap_or(defaults.max_retries),
@@ -328,6 +330,14 @@ impl LlmConfig {
             },
         }
     }
+}
+
+/// A positive, representable number of seconds, at most a year (`1e20` is
+/// neither a sensible timeout nor a `Duration`).
+fn seconds(t: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(t)
+        .ok()
+        .filter(|d| !d.is_zero() && *d <= Duration::from_secs(365 * 24 * 3600))
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

@@ -96,3 +96,26 @@ fn nonsense_values_are_refused() {
     assert!(parse("[daemon]\nstep_timeout = -1\n").is_err());
     assert!(parse("[llm]\ntimeout = 0\n").is_err());
 }
+
+#[test]
+fn huge_timeouts_are_refused_not_a_panic() {
+    assert!(parse("[daemon]\nstep_timeout = 1e20\n").is_err());
+    assert!(parse("[llm]\ntimeout = 1e20\n").is_err());
+}
+
+#[test]
+fn an_override_key_setting_replaces_both_key_settings() {
+    let c = parse(
+        "[llm]\napi_key = \"sk-base\"\n[llm.manus]\napi_key_env = \"AGENTD_TEST_UNSET_KEY_VAR\"\n",
+    )
+    .expect("valid");
+    assert_eq!(
+        c.llm.for_agent("manus").api_key,
+        None,
+        "the base key is not sent to the agent that names its own"
+    );
+    assert_eq!(
+        c.llm.for_agent("toolcall").api_key.as_deref(),
+        Some("sk-base")
+    );
+}

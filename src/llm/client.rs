@@ -168,8 +168,7 @@ impl LlmClient {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
         let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?;
         if !status.is_success() {
             let message = serde_json::from_slice::<ErrorBody>(&bytes)
@@ -201,8 +200,8 @@ impl LlmClient {
         Ok(ChatResponse {
             message,
             usage: Usage {
-                prompt_tokens: usage.prompt_tokens,
-                completion_tokens: usage.completion_tokens,
+                prompt_tokens: usage.prompt_tokens.unwrap_or(0),
+                completion_tokens: usage.completion_tokens.unwrap_or(0),
             },
         })
     }

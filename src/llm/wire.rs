@@ -46,12 +46,13 @@ pub(super) struct Choice {
     pub message: Message,
 }
 
+/// Counts may be missing or `null` (some local servers send either).
 #[derive(Deserialize, Default)]
 pub(super) struct WireUsage {
     #[serde(default)]
-    pub prompt_tokens: u64,
+    pub prompt_tokens: Option<u64>,
     #[serde(default)]
-    pub completion_tokens: u64,
+    pub completion_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]

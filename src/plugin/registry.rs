@@ -268,7 +268,10 @@ impl PluginHost {
                 &NoSandbox::new("load-time probe"),
                 "probe",
             );
-            let mut store = new_store(&self.engine, ToolState::new("(loading)".into(), sandbox));
+            let mut store = new_store(
+                &self.engine,
+                ToolState::new("(loading)".into(), sandbox, None),
+            );
             let probe = async {
                 let inst = pre.instantiate_async(&mut store).await?;
                 let api = inst.agentd_plugin_tool_api();

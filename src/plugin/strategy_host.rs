@@ -52,7 +52,7 @@ impl StrategyState {
             table: ResourceTable::new(),
             plugin,
             run: None,
-            tools: ToolBox::new(Vec::new(), sandbox),
+            tools: ToolBox::new(Vec::new(), sandbox, None),
         }
     }
 }

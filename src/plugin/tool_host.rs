@@ -16,6 +16,7 @@ use super::bindings::types::{self as wit, ErrorCode};
 use super::convert::{error, sandbox_error};
 use super::registry::ToolPlugin;
 use super::{new_store, plugin_log, sandboxed_wasi};
+use crate::agent::deadline::{Paused, StepClock};
 use crate::sandbox::{CommandSpec, Sandbox};
 
 pub struct ToolState {
@@ -23,16 +24,24 @@ pub struct ToolState {
     table: ResourceTable,
     plugin: Arc<str>,
     sandbox: Arc<dyn Sandbox>,
+    /// The run's step clock; sandbox waits do not count against the step
+    /// deadline (commands have their own timeout). `None` when probing.
+    clock: Option<Arc<StepClock>>,
 }
 
 impl ToolState {
-    pub fn new(plugin: Arc<str>, sandbox: Arc<dyn Sandbox>) -> Self {
+    pub fn new(plugin: Arc<str>, sandbox: Arc<dyn Sandbox>, clock: Option<Arc<StepClock>>) -> Self {
         ToolState {
             wasi: sandboxed_wasi(&plugin),
             table: ResourceTable::new(),
             plugin,
             sandbox,
+            clock,
         }
+    }
+
+    fn pause(&self) -> Option<Paused> {
+        self.clock.as_ref().map(|c| c.pause())
     }
 }
 
@@ -73,6 +82,7 @@ impl wit_sandbox::Host for ToolState {
         &mut self,
         c: wit_sandbox::Command,
     ) -> wasmtime::Result<Result<wit_sandbox::CommandOutput, wit::Error>> {
+        let _paused = self.pause();
         let spec = CommandSpec {
             command: c.command,
             workdir: c.workdir,
@@ -92,6 +102,7 @@ impl wit_sandbox::Host for ToolState {
         command: String,
         timeout_secs: Option<u32>,
     ) -> wasmtime::Result<Result<wit_sandbox::CommandOutput, wit::Error>> {
+        let _paused = self.pause();
         Ok(self
             .sandbox
             .shell(&command, secs(timeout_secs))
@@ -101,10 +112,12 @@ impl wit_sandbox::Host for ToolState {
     }
 
     async fn restart_shell(&mut self) -> wasmtime::Result<Result<(), wit::Error>> {
+        let _paused = self.pause();
         Ok(self.sandbox.restart_shell().await.map_err(sandbox_error))
     }
 
     async fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, wit::Error>> {
+        let _paused = self.pause();
         Ok(self.sandbox.read_file(&path).await.map_err(sandbox_error))
     }
 
@@ -113,6 +126,7 @@ impl wit_sandbox::Host for ToolState {
         path: String,
         contents: Vec<u8>,
     ) -> wasmtime::Result<Result<(), wit::Error>> {
+        let _paused = self.pause();
         Ok(self
             .sandbox
             .write_file(&path, &contents)
@@ -124,6 +138,7 @@ impl wit_sandbox::Host for ToolState {
         &mut self,
         path: String,
     ) -> wasmtime::Result<Result<Vec<wit_sandbox::DirEntry>, wit::Error>> {
+        let _paused = self.pause();
         Ok(self
             .sandbox
             .list_dir(&path)
@@ -167,11 +182,17 @@ pub struct ToolBox {
     plugins: HashMap<String, Arc<ToolPlugin>>,
     live: HashMap<String, LiveTool>,
     sandbox: Arc<dyn Sandbox>,
+    clock: Option<Arc<StepClock>>,
 }
 
 impl ToolBox {
-    pub fn new(plugins: Vec<Arc<ToolPlugin>>, sandbox: Arc<dyn Sandbox>) -> Self {
+    pub fn new(
+        plugins: Vec<Arc<ToolPlugin>>,
+        sandbox: Arc<dyn Sandbox>,
+        clock: Option<Arc<StepClock>>,
+    ) -> Self {
         ToolBox {
+            clock,
             plugins: plugins
                 .into_iter()
                 .map(|p| (p.meta.name.clone(), p))
@@ -188,7 +209,11 @@ impl ToolBox {
         if !self.live.contains_key(name) {
             let mut store = new_store(
                 plugin.pre.engine(),
-                ToolState::new(plugin.meta.name.as_str().into(), self.sandbox.clone()),
+                ToolState::new(
+                    plugin.meta.name.as_str().into(),
+                    self.sandbox.clone(),
+                    self.clock.clone(),
+                ),
             );
             let bindings = plugin
                 .pre

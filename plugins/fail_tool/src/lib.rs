@@ -12,6 +12,9 @@ const PARAMETERS: &str = r#"{"type":"object","properties":{"trap":{"type":"boole
 struct Args {
     #[serde(default)]
     trap: bool,
+    /// Loop forever, for the step deadline's tests.
+    #[serde(default)]
+    spin: bool,
 }
 
 struct FailTool;
@@ -28,7 +31,14 @@ impl Guest for FailTool {
     fn invoke(arguments: String) -> Result<String, Error> {
         // Arguments that do not parse still get the deliberate failure: the
         // tests want this tool's error, not the SDK's.
-        let trap = parse_args::<Args>(&arguments).is_ok_and(|args| args.trap);
+        let args = parse_args::<Args>(&arguments).ok();
+        if args.as_ref().is_some_and(|a| a.spin) {
+            let mut counter: u64 = 0;
+            loop {
+                counter = core::hint::black_box(counter.wrapping_add(1));
+            }
+        }
+        let trap = args.is_some_and(|a| a.trap);
         if trap {
             // With panic = "abort" this is a wasm trap.
             panic!("fail_tool: deliberate trap");

@@ -33,6 +33,21 @@ impl Guest for Misbehave {
         if prompt.contains("trap") {
             panic!("misbehave: deliberate trap");
         }
+        if prompt.contains("probe-wasi") {
+            // What ambient authority does the host grant? Each should be none.
+            let fs = match std::fs::read_dir("/") {
+                Ok(_) => "fs=open",
+                Err(_) => "fs=denied",
+            };
+            let file = match std::fs::read("/etc/passwd") {
+                Ok(_) => "file=read",
+                Err(_) => "file=denied",
+            };
+            let env = format!("env={}", std::env::vars().count());
+            let args = format!("args={}", std::env::args().count());
+            agent::finish();
+            return Ok(format!("{fs} {file} {env} {args}"));
+        }
         if prompt.contains("print") {
             println!("hello from stdout");
             eprintln!("hello from stderr");

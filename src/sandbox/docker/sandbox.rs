@@ -24,6 +24,9 @@ const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
 struct State {
     container: Option<Arc<Container>>,
     destroyed: bool,
+    /// A creation began. If its future was dropped (a cancel mid-create),
+    /// the engine may hold a container `container` never learnt of.
+    creating: bool,
 }
 
 /// A run's sandbox. Making one is free; the container is created by the
@@ -64,6 +67,38 @@ impl DockerSandbox {
     }
 
     /// The container's id, if it has been created (and not destroyed).
+    /// Removes whatever container carries this run's label: the fallback
+    /// when a creation was interrupted before its id was recorded.
+    async fn remove_by_label(&self) {
+        let Ok(docker) = self.shared.docker().await else {
+            return;
+        };
+        let filters = std::collections::HashMap::from([(
+            "label",
+            vec![format!("{}={}", container::LABEL_RUN, self.run_id)],
+        )]);
+        let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let listed =
+            tokio::time::timeout(REMOVE_TIMEOUT, docker.list_containers(Some(options))).await;
+        let Ok(Ok(found)) = listed else {
+            tracing::warn!(run = %self.run_id, "cannot list this run's containers; the orphan reaper will remove any");
+            return;
+        };
+        for id in found.into_iter().filter_map(|c| c.id) {
+            match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &id)).await {
+                Ok(Ok(())) => {
+                    tracing::info!(container = %id, "removed a container whose creation was interrupted")
+                }
+                _ => {
+                    tracing::warn!(container = %id, "cannot remove a container whose creation was interrupted")
+                }
+            }
+        }
+    }
+
     pub async fn container_id(&self) -> Option<String> {
         let state = self.state.lock().await;
         state.container.as_ref().map(|c| c.id.clone())
@@ -112,6 +147,7 @@ impl DockerSandbox {
             return Ok((docker, c.clone()));
         }
         let started = std::time::Instant::now();
+        state.creating = true;
         let c = container::create(
             &docker,
             &self.shared.config,
@@ -316,8 +352,14 @@ impl Sandbox for DockerSandbox {
                 state.destroyed = true;
                 state.container.take()
             };
+            let creating = std::mem::take(&mut self.state.lock().await.creating);
             self.shell.close();
-            let Some(c) = taken else { return };
+            let Some(c) = taken else {
+                if creating {
+                    self.remove_by_label().await;
+                }
+                return;
+            };
             let docker = match self.shared.docker().await {
                 Ok(d) => d,
                 Err(e) => {
