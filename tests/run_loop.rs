@@ -313,6 +313,17 @@ async fn malformed_llm_output_ends_the_run_with_a_clear_error() {
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(err.contains("malformed"), "{err}");
+
+    // A body without end is cut off, not read into memory.
+    h.llm.push(Reply::Garbage("x".repeat(17 << 20)));
+    let r = h
+        .agent(toolcall_agent(3))
+        .run("x", RunOptions::default())
+        .await
+        .expect("run");
+    assert_eq!(r.outcome, Outcome::Error);
+    let err = r.error.expect("error");
+    assert!(err.contains("response larger than"), "{err}");
 }
 
 #[tokio::test]

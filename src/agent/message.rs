@@ -143,6 +143,9 @@ impl Message {
 /// The OpenAI wire shape. Kept private so nothing else builds JSON by hand.
 #[derive(Serialize, Deserialize)]
 struct WireMessage {
+    /// Some servers omit the role of the message they answer with; only an
+    /// assistant answers, so that is what a missing role means.
+    #[serde(default = "assistant_role")]
     role: String,
     #[serde(default)]
     content: Option<String>,
@@ -161,6 +164,10 @@ pub(crate) struct WireToolCall {
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
     pub function: WireFunction,
+}
+
+fn assistant_role() -> String {
+    "assistant".to_string()
 }
 
 fn function_type() -> String {
@@ -335,6 +342,12 @@ mod tests {
         .expect("parse");
         assert_eq!(m.tool_calls[0].arguments, r#"{"a":1}"#);
         assert_eq!(m.tool_calls[0].id, "call_0");
+    }
+
+    #[test]
+    fn a_missing_role_is_an_assistant_answer() {
+        let m: Message = serde_json::from_str(r#"{"content":"hi"}"#).expect("parse");
+        assert_eq!(m.role, Role::Assistant);
     }
 
     #[test]

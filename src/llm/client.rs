@@ -169,7 +169,9 @@ impl LlmClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok())
             .and_then(|s| Duration::try_from_secs_f64(s).ok());
-        let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        let bytes = read_capped(resp)
+            .await
+            .map_err(|e| e.unwrap_or_else(|e| self.transport_error(e)))?;
         if !status.is_success() {
             let message = serde_json::from_slice::<ErrorBody>(&bytes)
                 .map(|b| b.error.message)
@@ -216,6 +218,25 @@ impl LlmClient {
             }
         }
     }
+}
+
+/// A chat response is a few kilobytes; a server streaming without end must
+/// not grow the daemon's memory.
+const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+async fn read_capped(
+    mut resp: reqwest::Response,
+) -> Result<Vec<u8>, Result<LlmError, reqwest::Error>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(Err)? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(Ok(LlmError::Malformed(format!(
+                "response larger than {MAX_RESPONSE_BYTES} bytes"
+            ))));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
