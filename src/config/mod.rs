@@ -180,7 +180,18 @@ impl Config {
                 message: message.clone(),
             });
         }
-        Self::from_file(Some(file), parsed)
+        Self::from_file(Some(file), parsed).map_err(|e| match e {
+            ConfigError::Invalid {
+                file,
+                line: None,
+                message,
+            } => ConfigError::Invalid {
+                line: locate(text, &message),
+                file,
+                message,
+            },
+            other => other,
+        })
     }
 
     fn from_file(file: Option<&Path>, f: FileConfig) -> Result<Self, ConfigError> {
@@ -338,6 +349,29 @@ fn seconds(t: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(t)
         .ok()
         .filter(|d| !d.is_zero() && *d <= Duration::from_secs(365 * 24 * 3600))
+}
+
+/// The line of the key a semantic error names. Such errors start with
+/// `[table] key`; the file is valid TOML by then, so a line scan suffices.
+fn locate(text: &str, message: &str) -> Option<usize> {
+    let rest = message.strip_prefix('[')?;
+    let (table, rest) = rest.split_once(']')?;
+    let key = rest.split_whitespace().next()?;
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            current = header.trim().to_lowercase();
+            continue;
+        }
+        let is_key = line
+            .strip_prefix(key)
+            .is_some_and(|after| after.trim_start().starts_with('='));
+        if is_key && current == table.to_lowercase() {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

@@ -91,6 +91,21 @@ fn agent_tables_override_bundled_and_define_new_agents() {
 }
 
 #[test]
+fn semantic_errors_name_the_line_too() {
+    let msg = parse("[llm]\nmodel = \"m\"\n\n[agents.a]\nstrategy = \"s\"\nmax_steps = 0\n")
+        .expect_err("zero steps")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:6: [agents.a] max_steps"),
+        "{msg}"
+    );
+    let msg = parse("[daemon]\n\nstep_timeout = -1\n")
+        .expect_err("negative")
+        .to_string();
+    assert!(msg.starts_with("/etc/agentd/agentd.toml:3:"), "{msg}");
+}
+
+#[test]
 fn nonsense_values_are_refused() {
     assert!(parse("[agents.a]\nmax_steps = 0\n").is_err());
     assert!(parse("[daemon]\nstep_timeout = -1\n").is_err());
