@@ -58,7 +58,7 @@ async fn docker() -> Docker {
 }
 
 /// Containers (running or not) labelled with this run id.
-async fn containers_of(run: &str) -> usize {
+async fn containers_labelled(run: &str) -> Vec<bollard::models::ContainerSummary> {
     let filters = HashMap::from([("label", vec![format!("agentd.run={run}")])]);
     docker()
         .await
@@ -70,7 +70,10 @@ async fn containers_of(run: &str) -> usize {
         ))
         .await
         .expect("list containers")
-        .len()
+}
+
+async fn containers_of(run: &str) -> usize {
+    containers_labelled(run).await.len()
 }
 
 fn with_id(id: &str) -> RunOptions {
@@ -380,18 +383,8 @@ async fn a_container_removed_from_outside_ends_the_run_cleanly() {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let filters = HashMap::from([("label", vec![format!("agentd.run={id}")])]);
         let d = docker().await;
-        for c in d
-            .list_containers(Some(
-                ListContainersOptionsBuilder::default()
-                    .all(true)
-                    .filters(&filters)
-                    .build(),
-            ))
-            .await
-            .expect("list")
-        {
+        for c in containers_labelled(&id).await {
             d.remove_container(
                 c.id.as_deref().expect("id"),
                 Some(RemoveContainerOptionsBuilder::default().force(true).build()),
