@@ -68,11 +68,7 @@ async fn terminate_finishes_in_one_step() {
 async fn text_only_answers_run_to_the_step_limit() {
     let h = Harness::new().await;
     h.llm.set_fallback(Reply::text("still thinking"));
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("ponder", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "ponder").await;
     assert_eq!(r.outcome, Outcome::MaxSteps);
     assert_eq!(r.steps, 3);
     assert_eq!(
@@ -173,11 +169,7 @@ async fn unknown_tool_and_invalid_json_become_error_observations() {
         Reply::call("echo", r#"{"text":"still works"}"#),
         Reply::terminate(),
     ]);
-    let r = h
-        .agent(toolcall_agent(10))
-        .run("try things", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(10), "try things").await;
     assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
     let outputs = tool_outputs(&r);
     assert_eq!(outputs[0], "Error: Unknown tool 'nope'");
@@ -209,13 +201,14 @@ async fn required_tool_choice_without_calls_is_an_error() {
     let h = Harness::new().await;
     h.llm.push(Reply::text("I will not call anything"));
     let r = h
-        .agent(AgentConfig {
-            tool_choice: ToolChoice::Required,
-            ..toolcall_agent(5)
-        })
-        .run("do it", RunOptions::default())
-        .await
-        .expect("run");
+        .run(
+            AgentConfig {
+                tool_choice: ToolChoice::Required,
+                ..toolcall_agent(5)
+            },
+            "do it",
+        )
+        .await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error message");
     assert!(
@@ -233,13 +226,14 @@ async fn none_tool_choice_ignores_calls() {
         calls: vec![("terminate".into(), r#"{"status":"success"}"#.into())],
     });
     let r = h
-        .agent(AgentConfig {
-            tool_choice: ToolChoice::None,
-            ..toolcall_agent(1)
-        })
-        .run("talk", RunOptions::default())
-        .await
-        .expect("run");
+        .run(
+            AgentConfig {
+                tool_choice: ToolChoice::None,
+                ..toolcall_agent(1)
+            },
+            "talk",
+        )
+        .await;
     assert_eq!(r.outcome, Outcome::MaxSteps, "terminate must not have run");
     assert!(tool_outputs(&r).is_empty());
     assert_eq!(
@@ -253,22 +247,14 @@ async fn server_errors_are_retried_and_client_errors_are_not() {
     let h = Harness::new().await;
     h.llm
         .push_all([Reply::error(500, "overloaded"), Reply::terminate()]);
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("retry", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "retry").await;
     assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
     assert_eq!(h.llm.requests().len(), 2, "one 500, then the retry");
 
     let h = Harness::new().await;
     h.llm
         .push_all([Reply::error(400, "bad request body"), Reply::terminate()]);
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("no retry", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "no retry").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(
@@ -290,11 +276,7 @@ async fn rate_limits_honour_retry_after() {
         Reply::terminate(),
     ]);
     let started = std::time::Instant::now();
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("wait", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "wait").await;
     assert_eq!(r.outcome, Outcome::Finished);
     assert_eq!(h.llm.requests().len(), 2);
     // Lower bound only: the retry must not come before the server asked.
@@ -305,22 +287,14 @@ async fn rate_limits_honour_retry_after() {
 async fn malformed_llm_output_ends_the_run_with_a_clear_error() {
     let h = Harness::new().await;
     h.llm.push(Reply::Garbage("<html>gateway</html>".into()));
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("x", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "x").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(err.contains("malformed"), "{err}");
 
     // A body without end is cut off, not read into memory.
     h.llm.push(Reply::Garbage("x".repeat(17 << 20)));
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("x", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "x").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(err.contains("response larger than"), "{err}");
@@ -444,11 +418,7 @@ fn misbehave(prompt: &str) -> AgentConfig {
 #[tokio::test]
 async fn a_plugin_that_loops_forever_is_stopped_and_the_next_run_works() {
     let h = Harness::with_step_timeout(Duration::from_millis(500)).await;
-    let r = h
-        .agent(misbehave("loop-forever"))
-        .run("spin", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(misbehave("loop-forever"), "spin").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(
@@ -456,30 +426,18 @@ async fn a_plugin_that_loops_forever_is_stopped_and_the_next_run_works() {
         "{err}"
     );
     h.llm.push(Reply::terminate());
-    let next = h
-        .agent(toolcall_agent(3))
-        .run("fine", RunOptions::default())
-        .await
-        .expect("run");
+    let next = h.run(toolcall_agent(3), "fine").await;
     assert_eq!(next.outcome, Outcome::Finished, "{next:?}");
 }
 
 #[tokio::test]
 async fn a_trapping_strategy_ends_the_run_naming_the_plugin() {
     let h = Harness::new().await;
-    let r = h
-        .agent(misbehave("trap"))
-        .run("crash", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(misbehave("trap"), "crash").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(err.contains("strategy plugin `misbehave` trapped"), "{err}");
-    let fine = h
-        .agent(misbehave("be good"))
-        .run("again", RunOptions::default())
-        .await
-        .expect("run");
+    let fine = h.run(misbehave("be good"), "again").await;
     assert_eq!(fine.outcome, Outcome::Finished);
     assert_eq!(fine.result, "Step 1: misbehave is fine");
 }
@@ -537,14 +495,15 @@ async fn observations_are_truncated_to_max_observe_and_special_tools_match_any_c
         Reply::call("echo", r#"{"text":"stop here"}"#),
     ]);
     let r = h
-        .agent(AgentConfig {
-            max_observe: Some(40),
-            special_tools: vec!["ECHO".into()],
-            ..toolcall_agent(5)
-        })
-        .run("x", RunOptions::default())
-        .await
-        .expect("run");
+        .run(
+            AgentConfig {
+                max_observe: Some(40),
+                special_tools: vec!["ECHO".into()],
+                ..toolcall_agent(5)
+            },
+            "x",
+        )
+        .await;
     assert_eq!(r.outcome, Outcome::Finished, "echo is special here: {r:?}");
     assert_eq!(r.steps, 1);
     let out = &tool_outputs(&r)[0];
@@ -555,13 +514,14 @@ async fn observations_are_truncated_to_max_observe_and_special_tools_match_any_c
 async fn a_missing_plugin_is_a_clear_error_and_the_request_is_kept() {
     let h = Harness::new().await;
     let r = h
-        .agent(AgentConfig {
-            tools: vec!["web_search".into()],
-            ..toolcall_agent(3)
-        })
-        .run("need search", RunOptions::default())
-        .await
-        .expect("run");
+        .run(
+            AgentConfig {
+                tools: vec!["web_search".into()],
+                ..toolcall_agent(3)
+            },
+            "need search",
+        )
+        .await;
     assert_eq!(r.outcome, Outcome::Error);
     assert_eq!(
         r.error.as_deref(),
@@ -612,19 +572,11 @@ async fn the_deadline_names_a_tool_that_loops_and_excludes_llm_waits() {
         Reply::Delayed(Duration::from_millis(1500), Box::new(Reply::text("slow"))),
         Reply::terminate(),
     ]);
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("slow model", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "slow model").await;
     assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
 
     h.llm.push(Reply::call("fail_tool", r#"{"spin": true}"#));
-    let r = h
-        .agent(toolcall_agent(3))
-        .run("spin", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(toolcall_agent(3), "spin").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(
@@ -637,11 +589,7 @@ async fn the_deadline_names_a_tool_that_loops_and_excludes_llm_waits() {
 async fn plugins_get_no_filesystem_environment_or_arguments() {
     std::env::set_var("AGENTD_TEST_SECRET", "host-only");
     let h = Harness::new().await;
-    let r = h
-        .agent(misbehave("probe-wasi"))
-        .run("probe", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(misbehave("probe-wasi"), "probe").await;
     assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
     assert_eq!(
         r.result, "Step 1: fs=denied file=denied env=0 args=0",

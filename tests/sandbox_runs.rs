@@ -261,11 +261,7 @@ async fn an_engine_that_is_down_ends_the_run_with_sandbox_unavailable() {
     let h = Harness::build(Duration::from_secs(30), Arc::new(provider)).await;
     h.llm
         .set_fallback(Reply::call("bash", r#"{"command":"echo hi"}"#));
-    let r = h
-        .agent(manus(5))
-        .run("x", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(manus(5), "x").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(err.starts_with("sandbox unavailable: "), "{err}");
@@ -275,11 +271,7 @@ async fn an_engine_that_is_down_ends_the_run_with_sandbox_unavailable() {
     );
     // The same process still serves runs that need no sandbox.
     h.llm.push(Reply::terminate());
-    let ok = h
-        .agent(common::toolcall_agent(3))
-        .run("x", RunOptions::default())
-        .await
-        .expect("run");
+    let ok = h.run(common::toolcall_agent(3), "x").await;
     assert_eq!(ok.outcome, Outcome::Finished);
 }
 
@@ -290,11 +282,7 @@ async fn a_missing_image_names_the_image_and_the_build_command() {
         ..sandbox_config("agentd-no-such-image:latest")
     })
     .await;
-    let r = h
-        .agent(manus(3))
-        .run("x", RunOptions::default())
-        .await
-        .expect("run");
+    let r = h.run(manus(3), "x").await;
     assert_eq!(r.outcome, Outcome::Error);
     let err = r.error.expect("error");
     assert!(

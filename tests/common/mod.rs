@@ -113,6 +113,14 @@ impl Harness {
         self.agent_with(config, self.settings())
     }
 
+    /// One run of a fresh agent with default options.
+    pub async fn run(&self, config: AgentConfig, request: &str) -> agentd::agent::RunRecord {
+        self.agent(config)
+            .run(request, agentd::agent::RunOptions::default())
+            .await
+            .expect("run")
+    }
+
     pub fn agent_with(&self, config: AgentConfig, settings: LlmSettings) -> Agent {
         Agent::new(
             config,

@@ -66,18 +66,26 @@ pub(crate) fn human_bytes(n: u64) -> String {
     }
 }
 
-/// Runs `req.cmd` to completion, its timeout, or its flood limit.
-pub(crate) async fn run(t: Target<'_>, req: ExecRequest) -> Result<ExecOutcome, OpError> {
-    let tag = format!("{EXEC_TAG_VAR}={}", uuid::Uuid::new_v4().simple());
+/// Creates and starts an exec attached to its output (and stdin when asked)
+/// that carries `tag` in its environment, so the processes it starts can be
+/// found and killed later. Returns the exec's id with its streams.
+pub(crate) async fn start_attached(
+    t: Target<'_>,
+    cmd: Vec<String>,
+    tag: &str,
+    working_dir: Option<String>,
+    stdin: bool,
+    what: &str,
+) -> Result<(String, StartExecResults), OpError> {
     let created = t
         .docker
         .create_exec(
             t.container,
             CreateExecOptions {
-                cmd: Some(req.cmd),
-                env: Some(vec![tag.clone()]),
-                working_dir: req.working_dir,
-                attach_stdin: Some(req.stdin.is_some()),
+                cmd: Some(cmd),
+                env: Some(vec![tag.to_string()]),
+                working_dir,
+                attach_stdin: Some(stdin),
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 tty: Some(false),
@@ -85,7 +93,7 @@ pub(crate) async fn run(t: Target<'_>, req: ExecRequest) -> Result<ExecOutcome, 
             },
         )
         .await
-        .map_err(OpError::docker("cannot start the command"))?;
+        .map_err(OpError::docker(what))?;
     let started = t
         .docker
         .start_exec(
@@ -97,7 +105,22 @@ pub(crate) async fn run(t: Target<'_>, req: ExecRequest) -> Result<ExecOutcome, 
             }),
         )
         .await
-        .map_err(OpError::docker("cannot start the command"))?;
+        .map_err(OpError::docker(what))?;
+    Ok((created.id, started))
+}
+
+/// Runs `req.cmd` to completion, its timeout, or its flood limit.
+pub(crate) async fn run(t: Target<'_>, req: ExecRequest) -> Result<ExecOutcome, OpError> {
+    let tag = format!("{EXEC_TAG_VAR}={}", uuid::Uuid::new_v4().simple());
+    let (exec_id, started) = start_attached(
+        t,
+        req.cmd,
+        &tag,
+        req.working_dir,
+        req.stdin.is_some(),
+        "cannot start the command",
+    )
+    .await?;
     let StartExecResults::Attached { mut output, input } = started else {
         return Err(OpError::Msg("the engine detached the command".into()));
     };
@@ -182,7 +205,7 @@ pub(crate) async fn run(t: Target<'_>, req: ExecRequest) -> Result<ExecOutcome, 
         w.abort();
     }
     drop(output);
-    out.exit_code = exit_code(t.docker, &created.id).await;
+    out.exit_code = exit_code(t.docker, &exec_id).await;
     Ok(out)
 }
 

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use bollard::container::LogOutput;
 use bollard::errors::Error as DockerError;
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::exec::StartExecResults;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
@@ -105,39 +105,19 @@ impl Session {
     async fn start(t: Target<'_>, work_dir: &str) -> Result<Session, OpError> {
         let what = "cannot start the shell session";
         let tag = format!("{SHELL_TAG_VAR}={}", uuid::Uuid::new_v4().simple());
-        let created = t
-            .docker
-            .create_exec(
-                t.container,
-                CreateExecOptions {
-                    cmd: Some(vec![
-                        "sh".to_string(),
-                        "-c".to_string(),
-                        scripts::SHELL_START.to_string(),
-                    ]),
-                    env: Some(vec![tag.clone()]),
-                    working_dir: Some(work_dir.to_string()),
-                    attach_stdin: Some(true),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    tty: Some(false),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(OpError::docker(what))?;
-        let started = t
-            .docker
-            .start_exec(
-                &created.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty: false,
-                    output_capacity: Some(64 * 1024),
-                }),
-            )
-            .await
-            .map_err(OpError::docker(what))?;
+        let (exec_id, started) = exec::start_attached(
+            t,
+            vec![
+                "sh".to_string(),
+                "-c".to_string(),
+                scripts::SHELL_START.to_string(),
+            ],
+            &tag,
+            Some(work_dir.to_string()),
+            true,
+            what,
+        )
+        .await?;
         let StartExecResults::Attached { output, mut input } = started else {
             return Err(OpError::Msg(format!("{what}: the engine detached it")));
         };
@@ -146,7 +126,7 @@ impl Session {
             .await
             .map_err(|e| OpError::Msg(format!("{what}: {e}")))?;
         let mut session = Session {
-            exec_id: created.id,
+            exec_id,
             tag,
             pid: String::new(),
             clock: (Instant::now(), 0),
