@@ -2,6 +2,7 @@
 //! tools are WebAssembly components. See `ARCHITECTURE.md` for the map.
 
 pub mod agent;
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod llm;

@@ -15,6 +15,9 @@ pub enum Outcome {
     Error,
     Cancelled,
     TokenLimit,
+    /// The daemon died (crash, `kill -9`, power loss) while the run was in
+    /// flight; set when the daemon starts again and finds it unfinished.
+    Interrupted,
 }
 
 impl Outcome {
@@ -26,6 +29,7 @@ impl Outcome {
             Outcome::MaxSteps => 3,
             Outcome::TokenLimit => 4,
             Outcome::Cancelled => 5,
+            Outcome::Interrupted => 6,
         }
     }
 
@@ -36,6 +40,7 @@ impl Outcome {
             Outcome::Error => "error",
             Outcome::Cancelled => "cancelled",
             Outcome::TokenLimit => "token_limit",
+            Outcome::Interrupted => "interrupted",
         }
     }
 }

@@ -164,6 +164,15 @@ pub struct DaemonKeys {
     /// Seconds a single step may run before the run ends with `error`.
     pub step_timeout: Option<f64>,
     pub max_concurrent_runs: Option<u32>,
+    /// A group whose members may use the socket besides root and the
+    /// daemon's own user.
+    pub socket_group: Option<String>,
+    /// Seconds running runs get after SIGTERM before they are cancelled.
+    pub shutdown_grace: Option<f64>,
+    /// Runs that ended longer ago than this many days are pruned; 0 keeps all.
+    pub history_days: Option<u32>,
+    /// Largest request body the API accepts, in bytes.
+    pub max_request_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 pub use bundled::{MANUS_SYSTEM_PROMPT, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
 use file::{AgentKeys, FileConfig, LlmKeys};
-pub use paths::default_config_path;
+pub use paths::{client_socket_path, default_config_path, default_socket_path, SYSTEM_SOCKET};
 
 use crate::agent::memory::DEFAULT_MAX_MESSAGES;
 use crate::agent::stuck::DEFAULT_DUPLICATE_THRESHOLD;
@@ -21,6 +21,11 @@ use crate::llm::{LlmSettings, RetryPolicy, ToolChoice};
 pub const DAEMON_DEFAULT_MAX_STEPS: u32 = 10;
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_CONCURRENT_RUNS: u32 = 64;
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// A month of history is enough to debug last week's runs without letting
+/// the database grow forever on a busy server.
+pub const DEFAULT_HISTORY_DAYS: u32 = 30;
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -61,6 +66,11 @@ pub struct DaemonConfig {
     pub socket: Option<PathBuf>,
     pub step_timeout: Duration,
     pub max_concurrent_runs: u32,
+    pub socket_group: Option<String>,
+    pub shutdown_grace: Duration,
+    /// 0 keeps every run.
+    pub history_days: u32,
+    pub max_request_bytes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +223,15 @@ impl Config {
                 ))
             })?,
         };
+        let shutdown_grace = match f.daemon.shutdown_grace {
+            None => DEFAULT_SHUTDOWN_GRACE,
+            Some(t) if t == 0.0 => Duration::ZERO,
+            Some(t) => seconds(t).ok_or_else(|| {
+                invalid(format!(
+                    "[daemon] shutdown_grace must be a number of seconds (0 or more), not {t}"
+                ))
+            })?,
+        };
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -227,6 +246,14 @@ impl Config {
                 .max_concurrent_runs
                 .unwrap_or(DEFAULT_MAX_CONCURRENT_RUNS)
                 .max(1),
+            socket_group: f.daemon.socket_group.clone(),
+            shutdown_grace,
+            history_days: f.daemon.history_days.unwrap_or(DEFAULT_HISTORY_DAYS),
+            max_request_bytes: f
+                .daemon
+                .max_request_bytes
+                .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
+                .max(1024),
         };
         let d = SandboxConfig::default();
         let s = &f.sandbox;

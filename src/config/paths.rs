@@ -54,3 +54,49 @@ pub fn default_config_path() -> Option<PathBuf> {
     };
     candidate.exists().then_some(candidate)
 }
+
+/// Where the daemon listens when neither `[daemon] socket` nor
+/// `$AGENTD_SOCKET` says: systemd's `RuntimeDirectory=`, else the FHS path
+/// for root, else the user's runtime directory.
+pub fn default_socket_path() -> PathBuf {
+    if let Some(p) = env_path("AGENTD_SOCKET") {
+        return p;
+    }
+    if let Some(dir) = env_path("RUNTIME_DIRECTORY") {
+        let first = dir
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        return PathBuf::from(first).join("agentd.sock");
+    }
+    if is_root() {
+        return PathBuf::from(SYSTEM_SOCKET);
+    }
+    match env_path("XDG_RUNTIME_DIR") {
+        Some(dir) => dir.join("agentd.sock"),
+        None => PathBuf::from(SYSTEM_SOCKET),
+    }
+}
+
+/// The system service's socket (`dist/systemd/agentd.socket`).
+pub const SYSTEM_SOCKET: &str = "/run/agentd/agentd.sock";
+
+/// Where the CLI looks for a daemon: `$AGENTD_SOCKET`, else the user's own
+/// daemon if one has a socket, else the system service's, so a member of the
+/// socket group reaches the system daemon without flags.
+pub fn client_socket_path() -> PathBuf {
+    if let Some(p) = env_path("AGENTD_SOCKET") {
+        return p;
+    }
+    if !is_root() {
+        if let Some(dir) = env_path("XDG_RUNTIME_DIR") {
+            let mine = dir.join("agentd.sock");
+            if mine.exists() {
+                return mine;
+            }
+        }
+    }
+    PathBuf::from(SYSTEM_SOCKET)
+}
