@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::deadline::StepClock;
-use super::events::{EventSink, RunEvent};
+use super::events::{EventSink, MessageSink, RunEvent};
 use super::memory::Memory;
 use super::message::{check_tool_pairing, Message, MessageError, Role};
 use super::stuck;
@@ -23,6 +23,7 @@ pub struct RunContext {
     pub llm: LlmClient,
     pub tool_specs: Vec<ToolSpec>,
     pub events: EventSink,
+    pub messages: Option<MessageSink>,
     /// The current step's deadline clock; host waits pause it.
     pub clock: Arc<StepClock>,
     state: Mutex<RunState>,
@@ -80,6 +81,7 @@ impl RunContext {
             llm,
             tool_specs,
             events,
+            messages: None,
             clock: StepClock::new(),
             state: Mutex::new(RunState {
                 memory,
@@ -125,7 +127,13 @@ impl RunContext {
         }
     }
 
+    pub fn with_message_sink(mut self, sink: Option<MessageSink>) -> Self {
+        self.messages = sink;
+        self
+    }
+
     pub fn add_message(&self, message: Message) -> Result<(), MessageError> {
+        let copy = self.messages.as_ref().map(|_| message.clone());
         let announce = (message.role == Role::Assistant).then(|| {
             (
                 message.content.clone(),
@@ -137,6 +145,9 @@ impl RunContext {
             st.memory.add(message)?;
             st.current_step
         };
+        if let (Some(sink), Some(copy)) = (&self.messages, copy) {
+            sink(&copy);
+        }
         if let Some((content, tool_calls)) = announce {
             self.emit(RunEvent::AssistantMessage {
                 step,

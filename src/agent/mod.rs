@@ -11,7 +11,7 @@ pub mod outcome;
 pub mod run;
 pub mod stuck;
 
-pub use events::{EventSink, RunEvent};
+pub use events::{EventSink, MessageSink, RunEvent};
 pub use message::{Message, Role, ToolCall};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use run::{Agent, AgentError, RunOptions, Runtime};

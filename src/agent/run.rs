@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
 use super::context::RunContext;
-use super::events::{discard_events, EventSink, RunEvent};
+use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::message::Message;
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::stuck::is_stuck;
@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     pub cancel: CancellationToken,
     pub events: EventSink,
+    /// Every message as it is added; `None` when nobody keeps a transcript.
+    pub messages: Option<MessageSink>,
 }
 
 impl Default for RunOptions {
@@ -47,6 +49,7 @@ impl Default for RunOptions {
             run_id: None,
             cancel: CancellationToken::new(),
             events: discard_events(),
+            messages: None,
         }
     }
 }
@@ -213,6 +216,7 @@ impl Agent {
             opts.events.clone(),
             strategy,
         )
+        .with_message_sink(opts.messages.clone())
     }
 
     async fn execute(

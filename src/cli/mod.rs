@@ -1,14 +1,31 @@
 //! The `agentd` command line.
 
+mod client;
+mod endpoint;
+mod follow;
+mod info;
+mod live;
+mod ndjson;
+mod out;
 mod progress;
+mod remote_run;
 mod run_local;
+mod runs;
+mod table;
+mod transcript;
+mod view;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use client::{Client, ClientError};
+
 /// Exit status for bad usage or configuration (clap uses it too).
 pub const EXIT_USAGE: i32 = 2;
+
+/// The shell's convention for "ended by SIGINT".
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -17,16 +34,43 @@ pub const EXIT_USAGE: i32 = 2;
     about = "Hosts LLM agents whose strategies and tools are WebAssembly components"
 )]
 pub struct Cli {
+    /// The daemon's socket (default: `[daemon] socket` from the configuration
+    /// file, else $AGENTD_SOCKET, else the user's daemon in $XDG_RUNTIME_DIR
+    /// if it has a socket, else /run/agentd/agentd.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the daemon in the foreground (what the systemd service starts).
+    Serve(ServeArgs),
     /// Run an agent on a request and print its result.
     Run(RunArgs),
+    /// List the runs, newest first.
+    Runs(RunsArgs),
+    /// Show a run's transcript.
+    Show(ShowArgs),
+    /// Print a run's events.
+    Logs(LogsArgs),
+    /// Cancel a run.
+    Cancel(CancelArgs),
+    /// List the agents the daemon can run.
+    Agents(JsonArgs),
     /// List the plugins found in the plugins folder.
     Plugins(PluginsArgs),
+    /// Show the daemon's state.
+    Status(JsonArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Configuration file (default: $AGENTD_CONFIG, then /etc/agentd/agentd.toml
+    /// for root or ~/.config/agentd/agentd.toml, then built-in defaults).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -41,6 +85,9 @@ pub struct RunArgs {
     /// Print the run record as JSON instead of the result.
     #[arg(long)]
     pub json: bool,
+    /// Print the run's id and leave it running in the daemon.
+    #[arg(long, conflicts_with = "local")]
+    pub detach: bool,
     /// The agent to run (`toolcall`, `manus`, or one from the configuration).
     pub agent: String,
     /// The request for the agent.
@@ -59,10 +106,135 @@ pub struct PluginsArgs {
     pub json: bool,
 }
 
+/// For commands that only talk to the daemon: the configuration file is
+/// read for `[daemon] socket` only.
+#[derive(clap::Args, Debug)]
+pub struct JsonArgs {
+    /// Configuration file, read for `[daemon] socket`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the daemon's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    pub common: JsonArgs,
+    /// How many runs to list.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// List runs older than this sequence number (the next page).
+    #[arg(long, value_name = "SEQ")]
+    pub before: Option<i64>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub common: JsonArgs,
+    /// The run's id, or a unique prefix of it.
+    pub run: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    pub common: JsonArgs,
+    /// Keep printing events until the run ends.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// The run's id, or a unique prefix of it.
+    pub run: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CancelArgs {
+    /// Configuration file, read for `[daemon] socket`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The run's id, or a unique prefix of it.
+    pub run: String,
+}
+
 /// Runs the parsed command and returns the process exit status.
 pub async fn main(cli: Cli) -> i32 {
+    let socket = cli.socket;
     match cli.command {
-        Command::Run(args) => run_local::run(args).await,
-        Command::Plugins(args) => run_local::plugins(args).await,
+        Command::Serve(args) => crate::daemon::serve(args.config, socket).await,
+        Command::Run(args) if args.local => run_local::run(args).await,
+        Command::Plugins(args) if args.local => run_local::plugins(args).await,
+        Command::Run(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                remote_run::run(&c, &args).await
+            })
+            .await
+        }
+        Command::Plugins(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                info::plugins(&c, args.json).await
+            })
+            .await
+        }
+        Command::Runs(args) => {
+            with_daemon(socket, args.common.config.clone(), |c| async move {
+                runs::list(&c, &args).await
+            })
+            .await
+        }
+        Command::Show(args) => {
+            with_daemon(socket, args.common.config.clone(), |c| async move {
+                runs::show(&c, &args.run, args.common.json).await
+            })
+            .await
+        }
+        Command::Logs(args) => {
+            with_daemon(socket, args.common.config.clone(), |c| async move {
+                runs::logs(&c, &args.run, args.follow, args.common.json).await
+            })
+            .await
+        }
+        Command::Cancel(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                runs::cancel(&c, &args.run).await
+            })
+            .await
+        }
+        Command::Agents(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                info::agents(&c, args.json).await
+            })
+            .await
+        }
+        Command::Status(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                info::status(&c, args.json).await
+            })
+            .await
+        }
+    }
+}
+
+/// Finds the daemon, runs the command against it, and turns its failure
+/// into a message and an exit status.
+async fn with_daemon<F, Fut>(socket: Option<PathBuf>, config: Option<PathBuf>, command: F) -> i32
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<i32, ClientError>>,
+{
+    let path = match endpoint::socket_path(socket.as_deref(), config.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("agentd: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match command(Client::new(path)).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("agentd: {e}");
+            e.exit_code()
+        }
     }
 }

@@ -1,4 +1,6 @@
-//! Human-readable progress on stderr, one line per thing that happened.
+//! Human-readable progress, one line per thing that happened. The same
+//! lines serve `run --local`, `run` through the daemon and `logs`, so a run
+//! reads the same however it was started.
 
 use std::io::Write;
 
@@ -15,7 +17,16 @@ fn shorten(s: &str) -> String {
     }
 }
 
+/// Prints the event's line on stderr, if it has one.
 pub fn print_event(event: &RunEvent) {
+    if let Some(line) = event_line(event) {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// `None` for events that add nothing on screen (a step's end repeats what
+/// its tool lines said).
+pub fn event_line(event: &RunEvent) -> Option<String> {
     let line = match event {
         RunEvent::RunStarted {
             agent,
@@ -29,7 +40,7 @@ pub fn print_event(event: &RunEvent) {
         RunEvent::StepStarted { step, max_steps } => format!("step {step}/{max_steps}"),
         RunEvent::AssistantMessage { content, .. } => match content.as_deref() {
             Some(c) if !c.is_empty() => format!("  thought: {}", shorten(c)),
-            _ => return,
+            _ => return None,
         },
         RunEvent::ToolCall {
             name, arguments, ..
@@ -44,7 +55,7 @@ pub fn print_event(event: &RunEvent) {
         RunEvent::StuckDetected { step } => {
             format!("  stuck at step {step}: the agent repeated itself; warning it")
         }
-        RunEvent::StepFinished { .. } => return,
+        RunEvent::StepFinished { .. } => return None,
         RunEvent::RunEnded {
             outcome,
             steps,
@@ -54,5 +65,5 @@ pub fn print_event(event: &RunEvent) {
             None => format!("run ended: {outcome} after {steps} steps"),
         },
     };
-    let _ = writeln!(std::io::stderr(), "{line}");
+    Some(line)
 }

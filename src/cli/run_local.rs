@@ -98,6 +98,7 @@ pub async fn run(args: RunArgs) -> i32 {
         run_id: Some(run_id),
         cancel,
         events: Arc::new(progress::print_event),
+        messages: None,
     };
     let record = match agent.run(&args.request, opts).await {
         Ok(r) => r,

@@ -225,12 +225,17 @@ impl Config {
         };
         let shutdown_grace = match f.daemon.shutdown_grace {
             None => DEFAULT_SHUTDOWN_GRACE,
-            Some(t) if t == 0.0 => Duration::ZERO,
-            Some(t) => seconds(t).ok_or_else(|| {
-                invalid(format!(
-                    "[daemon] shutdown_grace must be a number of seconds (0 or more), not {t}"
-                ))
-            })?,
+            Some(t) => {
+                if t == 0.0 {
+                    Duration::ZERO
+                } else {
+                    seconds(t).ok_or_else(|| {
+                        invalid(format!(
+                            "[daemon] shutdown_grace must be a number of seconds (0 or more), not {t}"
+                        ))
+                    })?
+                }
+            }
         };
         let daemon = DaemonConfig {
             plugins_dir: f

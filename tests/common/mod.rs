@@ -13,6 +13,8 @@ use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::{NoSandbox, SandboxProvider};
 use agentd::testkit::FakeLlm;
 
+pub mod daemon;
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -1,0 +1,228 @@
+//! The daemon under load: 1000 runs at once through `agentd serve`
+//! (`max_concurrent_runs = 1000`), each 20 steps, the fake LLM answering
+//! after 20 ms, a cheap tool (`echo`) each step and `terminate` at step 20.
+//! Prints the wall time, the daemon's peak RSS, and the latency of
+//! `GET /v1/runs/{id}` measured while the runs are going.
+//!
+//! Run: `cargo bench --bench daemon` (or `scripts/bench.sh`). It spawns the
+//! agentd binary of the same profile (release under `cargo bench`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentd::testkit::{build_plugins, FakeLlm, Reply};
+
+const RUNS: usize = 1000;
+const STEPS: usize = 20;
+const LLM_DELAY: Duration = Duration::from_millis(20);
+
+/// One HTTP/1.1 request on a fresh connection; returns status and body.
+fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut s = UnixStream::connect(socket)?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: agentd\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut r = BufReader::new(s);
+    let mut status = String::new();
+    r.read_line(&mut status)?;
+    let code = status
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let mut len = 0usize;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h)?;
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut buf = vec![0; len];
+    r.read_exact(&mut buf)?;
+    Ok((code, String::from_utf8_lossy(&buf).into_owned()))
+}
+
+fn rss_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let built = build_plugins(&repo)?;
+    let dir = tempfile::tempdir()?;
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    for p in ["toolcall", "terminate", "echo"] {
+        std::fs::copy(
+            built.join(format!("{p}.wasm")),
+            plugins.join(format!("{p}.wasm")),
+        )?;
+    }
+    let llm = FakeLlm::start().await?;
+    llm.set_recording(false);
+    for i in 0..RUNS {
+        let mut script: Vec<Reply> = (1..STEPS)
+            .map(|s| {
+                Reply::Delayed(
+                    LLM_DELAY,
+                    Box::new(Reply::call("echo", &format!(r#"{{"text":"step {s}"}}"#))),
+                )
+            })
+            .collect();
+        script.push(Reply::Delayed(LLM_DELAY, Box::new(Reply::terminate())));
+        llm.push_for(&format!("bench run {i}"), script);
+    }
+    let socket = dir.path().join("agentd.sock");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key = \"k\"\n\n\
+             [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nmax_concurrent_runs = {RUNS}\n\n\
+             [agents.bench]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = {STEPS}\nmax_messages = 200\n",
+            llm.base_url(),
+            plugins.display(),
+            dir.path().join("state").display(),
+            socket.display()
+        ),
+    )?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("AGENTD_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let pid = child.id();
+    let ready = Instant::now();
+    while http(&socket, "GET", "/v1/status", "").is_err() {
+        anyhow::ensure!(
+            ready.elapsed() < Duration::from_secs(120),
+            "daemon not ready"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rss_idle = rss_kib(pid, "VmRSS:");
+
+    let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let start = Instant::now();
+        let mut ids = Vec::with_capacity(RUNS);
+        for i in 0..RUNS {
+            let body = format!(r#"{{"agent":"bench","request":"bench run {i}"}}"#);
+            let (code, text) = http(&socket, "POST", "/v1/runs", &body)?;
+            anyhow::ensure!(code == 201, "create failed: {code} {text}");
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            ids.push(v["id"].as_str().unwrap_or_default().to_string());
+        }
+        let created = start.elapsed();
+        // API latency under load, from a second client, while runs go on.
+        let done = Arc::new(AtomicBool::new(false));
+        let prober = {
+            let (socket, ids, done) = (socket.clone(), ids.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut lat = Vec::new();
+                let mut i = 0;
+                while !done.load(Ordering::SeqCst) {
+                    let t = Instant::now();
+                    if http(
+                        &socket,
+                        "GET",
+                        &format!("/v1/runs/{}", ids[i % ids.len()]),
+                        "",
+                    )
+                    .is_ok()
+                    {
+                        lat.push(t.elapsed());
+                    }
+                    i += 1;
+                }
+                lat
+            })
+        };
+        loop {
+            let (_, text) = http(&socket, "GET", "/v1/status", "")?;
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            if v["runs_active"] == 0 && v["runs_queued"] == 0 {
+                break;
+            }
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(600),
+                "runs did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let wall = start.elapsed();
+        done.store(true, Ordering::SeqCst);
+        let mut lat = prober.join().unwrap_or_default();
+        lat.sort();
+        let mut finished = 0;
+        for id in &ids {
+            let (_, text) = http(&socket, "GET", &format!("/v1/runs/{id}"), "")?;
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            if v["outcome"] == "finished" && v["steps"] == STEPS as u64 {
+                finished += 1;
+            }
+        }
+        println!(
+            "daemon: {RUNS} concurrent runs x {STEPS} steps, LLM answering after {} ms",
+            LLM_DELAY.as_millis()
+        );
+        println!(
+            "  all runs created in       {:>8.3} s",
+            created.as_secs_f64()
+        );
+        println!(
+            "  wall time (first POST to last end) {:>8.3} s  (ideal {:.1} s)",
+            wall.as_secs_f64(),
+            (LLM_DELAY * STEPS as u32).as_secs_f64()
+        );
+        println!("  runs finished with {STEPS} steps: {finished}/{RUNS}");
+        println!(
+            "  GET /v1/runs/{{id}} under load: p50 {:.2} ms, p99 {:.2} ms ({} requests)",
+            percentile(&lat, 0.5).as_secs_f64() * 1e3,
+            percentile(&lat, 0.99).as_secs_f64() * 1e3,
+            lat.len()
+        );
+        anyhow::ensure!(finished == RUNS, "not every run finished");
+        Ok(())
+    })
+    .await?;
+    println!(
+        "  daemon RSS: {:.1} MiB idle, {:.1} MiB peak",
+        rss_idle as f64 / 1024.0,
+        rss_kib(pid, "VmHWM:") as f64 / 1024.0
+    );
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    result
+}

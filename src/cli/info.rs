@@ -1,0 +1,221 @@
+//! `agents`, `plugins` and `status`: what the daemon has and how it is.
+
+use serde_json::Value;
+
+use super::client::{from_value, Client, ClientError};
+use super::out;
+use super::table::{duration, Table};
+use crate::api::{AgentList, Status};
+
+pub async fn agents(client: &Client, json: bool) -> Result<i32, ClientError> {
+    let value: Value = client.get("/v1/agents").await?;
+    if json {
+        out::json(&value)?;
+        return Ok(0);
+    }
+    let list: AgentList = from_value("/v1/agents", &value)?;
+    out::text(&agents_table(&list));
+    Ok(0)
+}
+
+fn agents_table(list: &AgentList) -> String {
+    let mut table = Table::new(["NAME", "STRATEGY", "MAX_STEPS", "TOOLS"]);
+    for a in &list.agents {
+        table.row(vec![
+            a.name.clone(),
+            a.strategy.clone(),
+            a.max_steps.map_or("-".into(), |m| m.to_string()),
+            a.tools.join(","),
+        ]);
+    }
+    let notes = list.agents.iter().map(|a| {
+        (!a.missing_plugins.is_empty()).then(|| {
+            format!(
+                "  missing plugins: {} (its runs fail at once)",
+                a.missing_plugins.join(", ")
+            )
+        })
+    });
+    with_notes(&table, notes)
+}
+
+/// Each entry is read loosely: the daemon's plugin report grows fields
+/// (status, error, serving version) faster than this table needs them.
+pub async fn plugins(client: &Client, json: bool) -> Result<i32, ClientError> {
+    let value: Value = client.get("/v1/plugins").await?;
+    if json {
+        out::json(&value)?;
+        return Ok(0);
+    }
+    let Some(entries) = value.get("plugins").and_then(Value::as_array) else {
+        return Err(ClientError::Protocol(
+            "unexpected answer to /v1/plugins: no `plugins` list".into(),
+        ));
+    };
+    out::text(&plugins_table(entries));
+    Ok(0)
+}
+
+fn plugins_table(entries: &[Value]) -> String {
+    let mut table = Table::new(["NAME", "KIND", "VERSION", "STATUS", "FILE"]);
+    for p in entries {
+        let version = field(p, "version");
+        let version = match p.get("serving_version").and_then(Value::as_str) {
+            Some(serving) if serving != version => format!("{version} (serving {serving})"),
+            _ => version,
+        };
+        table.row(vec![
+            field(p, "name"),
+            field(p, "kind"),
+            version,
+            field(p, "status"),
+            field(p, "file"),
+        ]);
+    }
+    let notes = entries.iter().map(|p| {
+        p.get("error")
+            .and_then(Value::as_str)
+            .filter(|e| !e.is_empty())
+            .map(|e| format!("  error: {e}"))
+    });
+    with_notes(&table, notes)
+}
+
+fn field(v: &Value, key: &str) -> String {
+    match v.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        None | Some(Value::Null) | Some(Value::String(_)) => "-".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The table with a note line under the rows that have one; notes are not
+/// columns, so they do not widen the table.
+fn with_notes(table: &Table, notes: impl Iterator<Item = Option<String>>) -> String {
+    let rendered = table.render();
+    let mut lines = rendered.lines();
+    let mut out = String::new();
+    if let Some(header) = lines.next() {
+        out.push_str(header);
+        out.push('\n');
+    }
+    for (row, note) in lines.zip(notes) {
+        out.push_str(row);
+        out.push('\n');
+        if let Some(note) = note {
+            out.push_str(&note);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+pub async fn status(client: &Client, json: bool) -> Result<i32, ClientError> {
+    let value: Value = client.get("/v1/status").await?;
+    if json {
+        out::json(&value)?;
+        return Ok(0);
+    }
+    let status: Status = from_value("/v1/status", &value)?;
+    out::text(&status_text(&status));
+    Ok(0)
+}
+
+fn status_text(s: &Status) -> String {
+    let uptime = duration((s.uptime_s * 1000.0) as i64);
+    let engine = &s.sandbox_engine;
+    let sandbox = match (&engine.error, engine.reachable) {
+        (_, true) => format!("{} (reachable)", engine.address),
+        (Some(e), false) => format!("{} (unreachable: {e})", engine.address),
+        (None, false) => format!("{} (unreachable)", engine.address),
+    };
+    let accepting = if s.accepting_runs {
+        "yes"
+    } else {
+        "no (shutting down)"
+    };
+    let rows = [
+        ("version", s.version.clone()),
+        ("uptime", uptime),
+        ("socket", s.socket.clone()),
+        ("state dir", s.state_dir.clone()),
+        (
+            "runs",
+            format!("{} running, {} queued", s.runs_active, s.runs_queued),
+        ),
+        ("plugins", format!("{} loaded", s.plugins_loaded)),
+        ("sandbox", sandbox),
+        ("accepting", accepting.to_string()),
+    ];
+    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{AgentView, EngineStatus};
+
+    #[test]
+    fn failed_plugins_carry_their_error_under_the_row() {
+        let entries: Vec<Value> = serde_json::from_str(
+            r#"[
+              {"name":"bash","kind":"tool","version":"0.1.0","status":"loaded","file":"/p/bash.wasm","error":null,"sha256":"ab"},
+              {"name":null,"kind":null,"version":null,"status":"failed","file":"/p/broken.wasm","error":"not a component"},
+              {"name":"toolcall","kind":"strategy","version":"0.2.0","serving_version":"0.1.0","status":"loaded","file":"/p/toolcall.wasm"}
+            ]"#,
+        )
+        .expect("json");
+        assert_eq!(
+            plugins_table(&entries),
+            "NAME      KIND      VERSION                STATUS  FILE\n\
+             bash      tool      0.1.0                  loaded  /p/bash.wasm\n\
+             -         -         -                      failed  /p/broken.wasm\n  \
+             error: not a component\n\
+             toolcall  strategy  0.2.0 (serving 0.1.0)  loaded  /p/toolcall.wasm\n"
+        );
+    }
+
+    #[test]
+    fn agents_missing_plugins_say_so() {
+        let list = AgentList {
+            agents: vec![AgentView {
+                name: "manus".into(),
+                strategy: "toolcall".into(),
+                tools: vec!["bash".into(), "terminate".into()],
+                max_steps: Some(20),
+                missing_plugins: vec!["bash".into()],
+            }],
+        };
+        assert_eq!(
+            agents_table(&list),
+            "NAME   STRATEGY  MAX_STEPS  TOOLS\n\
+             manus  toolcall  20         bash,terminate\n  \
+             missing plugins: bash (its runs fail at once)\n"
+        );
+    }
+
+    #[test]
+    fn status_reads_as_key_value_lines() {
+        let text = status_text(&Status {
+            version: "0.1.0".into(),
+            uptime_s: 65.2,
+            runs_active: 2,
+            runs_queued: 0,
+            plugins_loaded: 5,
+            sandbox_engine: EngineStatus {
+                reachable: false,
+                address: "unix:///var/run/docker.sock".into(),
+                error: Some("no such file".into()),
+            },
+            socket: "/run/agentd/agentd.sock".into(),
+            state_dir: "/var/lib/agentd".into(),
+            accepting_runs: true,
+        });
+        assert!(text.contains("uptime     1m05s\n"), "{text}");
+        assert!(text.contains("runs       2 running, 0 queued\n"), "{text}");
+        assert!(
+            text.contains("sandbox    unix:///var/run/docker.sock (unreachable: no such file)\n"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,86 @@
+//! `agentd run` through the daemon: create the run, watch it, report it as
+//! `run --local` would, with the same exit statuses.
+//!
+//! The run belongs to the daemon, not to this process: if this process
+//! dies, the run goes on; Ctrl-C asks the daemon to cancel it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::client::{from_value, path_segment, Client, ClientError};
+use super::follow::{follow, Ending};
+use super::live::LiveStatus;
+use super::view::{EventView, Progress};
+use super::{out, RunArgs, EXIT_INTERRUPTED};
+use crate::api::{CreateRun, RunState, RunView};
+
+/// The daemon may send `run_ended` a moment before the record says so;
+/// this is how long the record gets to catch up.
+const RECORD_TRIES: u32 = 20;
+const RECORD_DELAY: Duration = Duration::from_millis(100);
+
+pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
+    let request = CreateRun {
+        agent: args.agent.clone(),
+        request: args.request.clone(),
+    };
+    let created: Value = client.post("/v1/runs", &request).await?;
+    let view: RunView = from_value("the new run", &created)?;
+    let id = view.summary.id.clone();
+    if args.detach {
+        if args.json {
+            out::json(&created)?;
+        } else {
+            out::line(&id);
+        }
+        return Ok(0);
+    }
+
+    // Installed before the stream opens, so no Ctrl-C falls between.
+    let interrupts = match signal(SignalKind::interrupt()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("agentd: warning: cannot watch Ctrl-C ({e}): it will not cancel the run");
+            None
+        }
+    };
+    let s = &view.summary;
+    let mut progress = Progress::for_stderr(LiveStatus::new(s.state, s.created_at_ms, s.max_steps));
+    let ending = follow(client, &id, true, interrupts, &mut progress).await;
+    progress.finish();
+    let outcome = match ending? {
+        Ending::Ended(outcome) => outcome,
+        Ending::Quit => return Ok(EXIT_INTERRUPTED),
+        Ending::Drained => {
+            return Err(ClientError::Protocol(format!(
+                "the event stream of run {id} ended without its end"
+            )))
+        }
+    };
+
+    let (value, view) = final_record(client, &id).await?;
+    if args.json {
+        out::json(&value)?;
+    } else if let Some(result) = &view.summary.result {
+        out::line(result.trim_end_matches('\n'));
+    }
+    Ok(view.summary.outcome.unwrap_or(outcome).exit_code())
+}
+
+/// The run's record once it says the run ended, as JSON (to print whole)
+/// and as a type.
+async fn final_record(client: &Client, id: &str) -> Result<(Value, RunView), ClientError> {
+    let path = format!("/v1/runs/{}", path_segment(id));
+    let mut tries = 0;
+    loop {
+        let value: Value = client.get(&path).await?;
+        let view: RunView = from_value(&path, &value)?;
+        tries += 1;
+        if view.summary.state == RunState::Ended || tries >= RECORD_TRIES {
+            return Ok((value, view));
+        }
+        tokio::time::sleep(RECORD_DELAY).await;
+    }
+}

@@ -1,0 +1,216 @@
+//! `runs`, `show`, `logs` and `cancel`: the daemon's runs, past and present.
+
+use hyper::StatusCode;
+use serde_json::Value;
+
+use super::client::{from_value, path_segment, Client, ClientError};
+use super::follow::follow;
+use super::table::{age, first_line, now_ms, truncate, Table};
+use super::view::LogPrinter;
+use super::{out, transcript, RunsArgs};
+use crate::api::{RunList, RunSummary, RunView};
+
+/// `runs` shows this many characters of an id; they name the run anywhere
+/// a run is asked for (see [`fetch_run`]).
+pub const SHORT_ID: usize = 12;
+const REQUEST_WIDTH: usize = 50;
+
+/// Prefix lookups page through this many recent runs at most: enough for
+/// an id copied from `runs`, bounded on a daemon with a long history.
+const PREFIX_SCAN_PAGES: usize = 5;
+const PREFIX_SCAN_PAGE: u32 = 200;
+
+pub async fn list(client: &Client, args: &RunsArgs) -> Result<i32, ClientError> {
+    let mut path = format!("/v1/runs?limit={}", args.limit);
+    if let Some(before) = args.before {
+        path.push_str(&format!("&before={before}"));
+    }
+    let value: Value = client.get(&path).await?;
+    if args.common.json {
+        out::json(&value)?;
+        return Ok(0);
+    }
+    let list: RunList = from_value(&path, &value)?;
+    if list.runs.is_empty() {
+        eprintln!("no runs");
+        return Ok(0);
+    }
+    out::text(&runs_table(&list.runs, now_ms()));
+    if let Some(next) = list.next_before {
+        eprintln!("(older runs: agentd runs --before {next})");
+    }
+    Ok(0)
+}
+
+pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
+    let mut table = Table::new(["ID", "STATE", "OUTCOME", "AGENT", "STEPS", "AGE", "REQUEST"]);
+    for r in runs {
+        table.row(vec![
+            r.id.chars().take(SHORT_ID).collect(),
+            r.state.as_str().to_string(),
+            r.outcome.map_or("-", |o| o.as_str()).to_string(),
+            truncate(&r.agent, 20),
+            match r.max_steps {
+                Some(max) => format!("{}/{max}", r.steps),
+                None => r.steps.to_string(),
+            },
+            age(r.created_at_ms, now_ms),
+            first_line(&r.request, REQUEST_WIDTH),
+        ]);
+    }
+    table.render()
+}
+
+pub async fn show(client: &Client, run: &str, json: bool) -> Result<i32, ClientError> {
+    let value = fetch_run(client, run).await?;
+    if json {
+        out::json(&value)?;
+        return Ok(0);
+    }
+    let view: RunView = from_value("the run", &value)?;
+    out::text(&transcript::render(&view, now_ms()));
+    Ok(0)
+}
+
+pub async fn logs(
+    client: &Client,
+    run: &str,
+    follow_: bool,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let view: RunView = from_value("the run", &fetch_run(client, run).await?)?;
+    let mut printer = LogPrinter::new(json);
+    follow(client, &view.summary.id, follow_, None, &mut printer).await?;
+    Ok(0)
+}
+
+pub async fn cancel(client: &Client, run: &str) -> Result<i32, ClientError> {
+    let view: RunView = from_value("the run", &fetch_run(client, run).await?)?;
+    let id = view.summary.id;
+    let path = format!("/v1/runs/{}/cancel", path_segment(&id));
+    match client.post_empty::<Value>(&path).await {
+        Ok(_) => {
+            out::line(&format!("cancelling {id}"));
+            Ok(0)
+        }
+        Err(e) if e.is_status(StatusCode::CONFLICT) => {
+            let ended = client
+                .get::<RunView>(&format!("/v1/runs/{}", path_segment(&id)))
+                .await
+                .ok()
+                .and_then(|v| v.summary.outcome);
+            match ended {
+                Some(outcome) => eprintln!("agentd: run {id} already ended ({outcome})"),
+                None => eprintln!("agentd: {e}"),
+            }
+            Ok(1)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `GET /v1/runs/{id}`, also accepting a unique prefix of the id (such as
+/// the 12 characters `runs` shows) when the daemon does not know it whole.
+pub async fn fetch_run(client: &Client, given: &str) -> Result<Value, ClientError> {
+    let run_path = |id: &str| format!("/v1/runs/{}", path_segment(id));
+    match client.get::<Value>(&run_path(given)).await {
+        Err(e) if e.is_status(StatusCode::NOT_FOUND) && !given.is_empty() => {
+            match find_by_prefix(client, given).await? {
+                Some(id) => client.get(&run_path(&id)).await,
+                None => Err(e),
+            }
+        }
+        other => other,
+    }
+}
+
+/// `Ok(None)` when nothing matches or the list cannot be read: the
+/// daemon's own "not found" then says it best.
+async fn find_by_prefix(client: &Client, prefix: &str) -> Result<Option<String>, ClientError> {
+    let mut matches: Vec<String> = Vec::new();
+    let mut before: Option<i64> = None;
+    for _ in 0..PREFIX_SCAN_PAGES {
+        let mut path = format!("/v1/runs?limit={PREFIX_SCAN_PAGE}");
+        if let Some(b) = before {
+            path.push_str(&format!("&before={b}"));
+        }
+        let Ok(page) = client.get::<RunList>(&path).await else {
+            return Ok(None);
+        };
+        matches.extend(
+            page.runs
+                .into_iter()
+                .filter(|r| r.id.starts_with(prefix))
+                .map(|r| r.id),
+        );
+        if matches.len() > 1 {
+            return Err(ClientError::Protocol(format!(
+                "`{prefix}` names several runs ({}); give more of the id",
+                matches.join(", ")
+            )));
+        }
+        match page.next_before {
+            Some(b) => before = Some(b),
+            None => break,
+        }
+    }
+    Ok(matches.pop())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Outcome;
+    use crate::api::RunState;
+    use crate::llm::Usage;
+
+    fn summary(id: &str, request: &str, outcome: Option<Outcome>) -> RunSummary {
+        RunSummary {
+            id: id.into(),
+            seq: 1,
+            agent: "toolcall".into(),
+            request: request.into(),
+            state: if outcome.is_some() {
+                RunState::Ended
+            } else {
+                RunState::Running
+            },
+            outcome,
+            steps: 3,
+            max_steps: Some(30),
+            result: None,
+            error: None,
+            usage: Usage::default(),
+            created_at_ms: 0,
+            started_at_ms: None,
+            ended_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn the_table_shortens_ids_and_requests() {
+        let long = "Write fizzbuzz.py, run it, and show me the output of the first hundred numbers";
+        let text = runs_table(
+            &[
+                summary("0123456789abcdef0123", long, None),
+                summary("fedcba9876543210", "hi\nmore", Some(Outcome::MaxSteps)),
+            ],
+            90_000,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "ID            STATE    OUTCOME    AGENT     STEPS  AGE  REQUEST"
+        );
+        assert_eq!(
+            lines[1],
+            "0123456789ab  running  -          toolcall  3/30   1m   Write fizzbuzz.py, run it, and show me the output…"
+        );
+        assert_eq!(
+            lines[2],
+            "fedcba987654  ended    max_steps  toolcall  3/30   1m   hi…"
+        );
+        let request = lines[1].split_once("1m   ").map(|(_, r)| r.chars().count());
+        assert_eq!(request, Some(REQUEST_WIDTH));
+    }
+}

@@ -1,0 +1,178 @@
+//! `agentd show`: a run's record as something to read, not to parse.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::table::{age, duration};
+use crate::agent::{Message, Role};
+use crate::api::{RunState, RunView};
+
+/// The header, every message in order, then the result. `now_ms` makes
+/// the ages testable.
+pub fn render(view: &RunView, now_ms: i64) -> String {
+    let mut out = header(view, now_ms);
+    // A tool message may lack `name`; its call in the assistant message
+    // before it always has one.
+    let mut call_names: HashMap<&str, &str> = HashMap::new();
+    for m in &view.messages {
+        for c in &m.tool_calls {
+            call_names.insert(&c.id, &c.name);
+        }
+        out.push('\n');
+        out.push_str(&message(m, &call_names));
+    }
+    if let Some(result) = &view.summary.result {
+        let _ = write!(out, "\n[result]\n{}\n", result.trim_end());
+    }
+    out
+}
+
+fn header(view: &RunView, now_ms: i64) -> String {
+    let s = &view.summary;
+    let mut out = String::new();
+    let mut field = |name: &str, value: &str| {
+        let _ = writeln!(out, "{name:<8} {value}");
+    };
+    field("run", &s.id);
+    field("agent", &s.agent);
+    let state = match (s.state, s.outcome) {
+        (RunState::Ended, Some(o)) => format!("ended ({o})"),
+        (state, _) => state.as_str().to_string(),
+    };
+    field("state", &state);
+    let steps = match s.max_steps {
+        Some(max) => format!("{}/{max}", s.steps),
+        None => s.steps.to_string(),
+    };
+    field("steps", &steps);
+    field(
+        "tokens",
+        &format!(
+            "{} prompt, {} completion",
+            s.usage.prompt_tokens, s.usage.completion_tokens
+        ),
+    );
+    let mut when = format!("{} ago", age(s.created_at_ms, now_ms));
+    if let Some(start) = s.started_at_ms {
+        let end = s.ended_at_ms.unwrap_or(now_ms);
+        let verb = if s.ended_at_ms.is_some() {
+            "ran"
+        } else {
+            "running for"
+        };
+        let _ = write!(when, ", {verb} {}", duration(end - start));
+    }
+    field("created", &when);
+    if let Some(e) = &s.error {
+        field("error", e);
+    }
+    out
+}
+
+fn message(m: &Message, call_names: &HashMap<&str, &str>) -> String {
+    let label = match m.role {
+        Role::Tool => {
+            let name = m.name.as_deref().or_else(|| {
+                m.tool_call_id
+                    .as_deref()
+                    .and_then(|id| call_names.get(id).copied())
+            });
+            format!("[tool {}]", name.unwrap_or("?"))
+        }
+        role => format!("[{role}]"),
+    };
+    let mut out = format!("{label}\n");
+    let content = m.content_str().trim_end();
+    if !content.is_empty() {
+        let _ = writeln!(out, "{content}");
+    }
+    for c in &m.tool_calls {
+        let _ = writeln!(out, "  → {} {}", c.name, c.arguments);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{Outcome, ToolCall};
+    use crate::api::RunSummary;
+    use crate::llm::Usage;
+
+    fn view() -> RunView {
+        let mut unnamed = Message::tool("hi there", "c1", "x");
+        unnamed.name = None;
+        RunView {
+            summary: RunSummary {
+                id: "0123456789abcdef".into(),
+                seq: 7,
+                agent: "toolcall".into(),
+                request: "greet".into(),
+                state: RunState::Ended,
+                outcome: Some(Outcome::Error),
+                steps: 2,
+                max_steps: Some(30),
+                result: Some("Step 1: called echo\nStep 2: boom\n".into()),
+                error: Some("boom".into()),
+                usage: Usage {
+                    prompt_tokens: 120,
+                    completion_tokens: 30,
+                },
+                created_at_ms: 0,
+                started_at_ms: Some(1_000),
+                ended_at_ms: Some(5_500),
+            },
+            messages: vec![
+                Message::system("be brief"),
+                Message::user("greet"),
+                Message::assistant_with_calls(
+                    Some("I will echo.".into()),
+                    vec![ToolCall {
+                        id: "c1".into(),
+                        name: "echo".into(),
+                        arguments: r#"{"text":"hi there"}"#.into(),
+                    }],
+                ),
+                unnamed,
+            ],
+        }
+    }
+
+    #[test]
+    fn a_transcript_reads_top_to_bottom() {
+        let text = render(&view(), 120_000);
+        assert_eq!(
+            text,
+            "run      0123456789abcdef\n\
+             agent    toolcall\n\
+             state    ended (error)\n\
+             steps    2/30\n\
+             tokens   120 prompt, 30 completion\n\
+             created  2m ago, ran 4.5s\n\
+             error    boom\n\
+             \n[system]\nbe brief\n\
+             \n[user]\ngreet\n\
+             \n[assistant]\nI will echo.\n  → echo {\"text\":\"hi there\"}\n\
+             \n[tool echo]\nhi there\n\
+             \n[result]\nStep 1: called echo\nStep 2: boom\n"
+        );
+    }
+
+    #[test]
+    fn a_running_run_has_no_outcome_or_result_yet() {
+        let mut v = view();
+        v.summary.state = RunState::Running;
+        v.summary.outcome = None;
+        v.summary.result = None;
+        v.summary.error = None;
+        v.summary.ended_at_ms = None;
+        v.messages.clear();
+        let text = render(&v, 3_000);
+        assert!(text.contains("state    running\n"), "{text}");
+        assert!(text.contains("running for 2.0s"), "{text}");
+        assert!(
+            !text.contains("[result]") && !text.contains("error"),
+            "{text}"
+        );
+    }
+}

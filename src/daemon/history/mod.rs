@@ -1,0 +1,323 @@
+//! The daemon's run history: every run's summary, transcript and events in
+//! one SQLite file, `<state_dir>/history.db`, so that `agentd runs` and
+//! `GET /v1/runs/...` survive a restart of the daemon.
+//!
+//! Writes come from the run loop's hot path (an event per tool call, a
+//! summary per step), so they never touch the disk on the caller's thread:
+//! they are queued to one writer thread that applies everything queued in one
+//! transaction. One writer means one order: a run's row is always written
+//! before its events, and `flush` is simply "a marker behind everything
+//! queued". Reads use their own read-only connections; WAL mode lets them
+//! see the last commit while the writer is writing the next one.
+//!
+//! A write that fails is logged and counted (`write_errors`), never
+//! returned: the run it describes must not fail because its record could not
+//! be kept.
+
+mod read;
+mod schema;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use crate::agent::Message;
+use crate::api::{EventLine, RunList, RunSummary, RunView};
+
+use read::Readers;
+use writer::{Op, Write};
+
+/// The file name inside the state directory.
+pub const FILE_NAME: &str = "history.db";
+
+/// The error of the one thing the history refuses to do silently: open,
+/// read or run a maintenance step. Every message names the database file,
+/// because the operator's next move is to look at (or move away) that file.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("cannot create the state directory {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the run history {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "{} is not an SQLite database, so it cannot hold the run history; \
+         it was left untouched: move it away or set another state directory",
+        path.display()
+    )]
+    NotADatabase { path: PathBuf },
+    #[error(
+        "{} is an SQLite database but not an agentd run history ({reason}); \
+         it was left untouched: move it away or set another state directory",
+        path.display()
+    )]
+    Foreign { path: PathBuf, reason: String },
+    #[error(
+        "the run history {} has schema version {found}, newer than the {supported} \
+         this agentd understands (it was written by a newer agentd); it was left untouched",
+        path.display()
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("cannot upgrade the run history {} to schema version {to}: {source}", path.display())]
+    Migrate {
+        path: PathBuf,
+        to: i64,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("run history {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("run history {}: a stored row is unreadable: {detail}", path.display())]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("run history {}: the writer thread has stopped", path.display())]
+    WriterGone { path: PathBuf },
+    #[error("run history {}: a read task failed: {detail}", path.display())]
+    Task { path: PathBuf, detail: String },
+}
+
+/// A handle on the run history; clones share the one writer thread.
+#[derive(Clone)]
+pub struct History {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    /// `None` only while dropping: dropping the sender is what tells the
+    /// writer to commit what is left and stop.
+    tx: Option<mpsc::Sender<Op>>,
+    writer: Option<JoinHandle<()>>,
+    last_seq: AtomicI64,
+    errors: Arc<AtomicU64>,
+    readers: Arc<Readers>,
+}
+
+impl Drop for Inner {
+    /// Waits for the writer so that whatever was queued is committed when the
+    /// last handle is gone: the daemon drops its history just before exiting,
+    /// and a detached writer would be killed with the process.
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(handle) = self.writer.take() {
+            if handle.join().is_err() {
+                tracing::error!(db = %self.path.display(), "run history: the writer thread panicked");
+            }
+        }
+    }
+}
+
+impl History {
+    /// Opens or creates `<state_dir>/history.db`.
+    ///
+    /// WAL with `synchronous = NORMAL`: a commit is written to the WAL file
+    /// but not fsynced, the checkpoint is. Committed data therefore lives in
+    /// the OS's page cache the moment the commit returns, so killing the
+    /// process (crash, `kill -9`, OOM) loses nothing committed; only a power
+    /// loss or kernel crash can lose the last few commits, and even then the
+    /// file stays consistent. That trade is right for a history: `FULL`
+    /// would add an fsync to every batch for runs the daemon marks
+    /// `interrupted` anyway after such a crash.
+    ///
+    /// A file that is not an SQLite database, another program's database, or
+    /// a history from a newer agentd is refused and never written to.
+    pub fn open(state_dir: &Path) -> Result<History, HistoryError> {
+        schema::create_state_dir(state_dir)?;
+        let path = state_dir.join(FILE_NAME);
+        let conn = schema::open_writer(&path)?;
+        let last_seq = schema::max_run_seq(&conn, &path)?;
+        let errors = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = mpsc::channel();
+        let writer = writer::spawn(conn, path.clone(), rx, errors.clone())?;
+        Ok(History {
+            inner: Arc::new(Inner {
+                readers: Arc::new(Readers::new(path.clone())),
+                path,
+                tx: Some(tx),
+                writer: Some(writer),
+                last_seq: AtomicI64::new(last_seq),
+                errors,
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Seqs order the run list and page it (`before=`), so one must never
+    /// name two runs, even across restarts: the counter starts at the
+    /// largest stored seq.
+    pub fn next_seq(&self) -> i64 {
+        self.inner.last_seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Called on every change of the run (create, start, each step, end):
+    /// the row always holds the latest summary.
+    pub fn save_run(&self, run: &RunSummary) {
+        // A seq chosen elsewhere must not be handed out again by `next_seq`.
+        self.inner.last_seq.fetch_max(run.seq, Ordering::SeqCst);
+        self.send_write(Write::SaveRun(Box::new(run.clone())));
+    }
+
+    pub fn append_event(&self, run_id: &str, line: &EventLine) {
+        // Serialised here, not on the writer: the caller owns the event, and
+        // the writer is the one shared bottleneck.
+        match serde_json::to_string(&line.event) {
+            Ok(json) => self.send_write(Write::Event {
+                run_id: run_id.to_string(),
+                seq: line.seq,
+                at_ms: line.at_ms,
+                json,
+            }),
+            Err(e) => self.count_error(format_args!(
+                "cannot encode event {} of run {run_id}: {e}",
+                line.seq
+            )),
+        }
+    }
+
+    pub fn append_message(&self, run_id: &str, index: u32, message: &Message) {
+        match serde_json::to_string(message) {
+            Ok(json) => self.send_write(Write::Message {
+                run_id: run_id.to_string(),
+                index,
+                json,
+            }),
+            Err(e) => self.count_error(format_args!(
+                "cannot encode message {index} of run {run_id}: {e}"
+            )),
+        }
+    }
+
+    /// For callers that must see their writes (the API answering right after
+    /// a run ends, tests, shutdown).
+    pub async fn flush(&self) {
+        let (reply, done) = oneshot::channel();
+        if self.send(Op::Flush(reply)) {
+            // An error means the writer is gone; nothing more will commit.
+            let _ = done.await;
+        }
+    }
+
+    pub fn write_errors(&self) -> u64 {
+        self.inner.errors.load(Ordering::Relaxed)
+    }
+
+    /// The summary plus the whole transcript, read in one snapshot so the two
+    /// agree.
+    pub async fn get(&self, id: &str) -> Result<Option<RunView>, HistoryError> {
+        let id = id.to_string();
+        self.read(move |r| r.get(&id)).await
+    }
+
+    /// Newest first; `before` is the previous page's `next_before`.
+    pub async fn list(&self, limit: u32, before: Option<i64>) -> Result<RunList, HistoryError> {
+        self.read(move |r| r.list(limit.clamp(1, 1000), before))
+            .await
+    }
+
+    /// `after` is the last seq the caller has seen (0 for all: event seqs
+    /// start at 1).
+    pub async fn events(&self, id: &str, after: u64) -> Result<Vec<EventLine>, HistoryError> {
+        let id = id.to_string();
+        self.read(move |r| r.events(&id, after)).await
+    }
+
+    /// Startup recovery: runs left queued or running by a previous process
+    /// that died end as `interrupted`, so no run stays "running" forever.
+    /// Goes through the writer, behind anything already queued, and returns
+    /// once committed.
+    pub async fn interrupt_unfinished(&self, now_ms: i64) -> Result<Vec<String>, HistoryError> {
+        let (reply, result) = oneshot::channel();
+        self.maintenance(Op::Interrupt { now_ms, reply }, result)
+            .await
+    }
+
+    /// Deletes ended runs that ended before `cutoff_ms`, with their events
+    /// and messages (by cascade). Returns how many runs.
+    pub async fn prune(&self, cutoff_ms: i64) -> Result<usize, HistoryError> {
+        let (reply, result) = oneshot::channel();
+        self.maintenance(Op::Prune { cutoff_ms, reply }, result)
+            .await
+    }
+
+    async fn maintenance<T>(
+        &self,
+        op: Op,
+        result: oneshot::Receiver<Result<T, HistoryError>>,
+    ) -> Result<T, HistoryError> {
+        let gone = || HistoryError::WriterGone {
+            path: self.inner.path.clone(),
+        };
+        if !self.send(op) {
+            return Err(gone());
+        }
+        result.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T, HistoryError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut read::Reader<'_>) -> Result<T, HistoryError> + Send + 'static,
+    {
+        let readers = self.inner.readers.clone();
+        tokio::task::spawn_blocking(move || readers.with(f))
+            .await
+            .unwrap_or_else(|e| {
+                Err(HistoryError::Task {
+                    path: self.inner.path.clone(),
+                    detail: e.to_string(),
+                })
+            })
+    }
+
+    fn send_write(&self, write: Write) {
+        if !self.send(Op::Write(write)) {
+            self.count_error(format_args!(
+                "the writer thread has stopped; a write was lost"
+            ));
+        }
+    }
+
+    /// False when the writer is gone (it only stops on drop or a panic).
+    fn send(&self, op: Op) -> bool {
+        self.inner.tx.as_ref().is_some_and(|tx| tx.send(op).is_ok())
+    }
+
+    fn count_error(&self, what: std::fmt::Arguments<'_>) {
+        self.inner.errors.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(db = %self.inner.path.display(), "run history: {what}");
+    }
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("path", &self.inner.path)
+            .field("write_errors", &self.write_errors())
+            .finish()
+    }
+}

@@ -1,0 +1,264 @@
+//! Reads, on read-only connections of their own: under WAL each sees the
+//! last commit and neither waits for the writer nor makes it wait.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::{schema, HistoryError};
+use crate::agent::{Message, Outcome, RunEvent};
+use crate::api::{EventLine, RunList, RunState, RunSummary, RunView};
+use crate::llm::Usage;
+
+/// Idle connections kept for reuse; more may be open at once when reads
+/// overlap, the extra ones are closed after use.
+const MAX_IDLE: usize = 4;
+
+const RUN_COLUMNS: &str = "id, seq, agent, request, state, outcome, steps, max_steps, result, \
+     error, prompt_tokens, completion_tokens, created_at_ms, started_at_ms, ended_at_ms";
+
+/// Opening a connection parses the schema; keeping a few idle ones makes a
+/// read cost only its query.
+pub(super) struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub(super) fn new(path: PathBuf) -> Self {
+        Readers {
+            path,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `f` on a pooled connection, inside one read transaction so that
+    /// everything it reads comes from the same commit.
+    pub(super) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Reader<'_>) -> Result<T, HistoryError>,
+    ) -> Result<T, HistoryError> {
+        let pooled = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => schema::open_reader(&self.path)?,
+        };
+        let result = (|| {
+            let tx = conn.transaction().map_err(|e| sqlite(&self.path, e))?;
+            f(&mut Reader {
+                conn: &tx,
+                path: &self.path,
+            })
+            // Dropping the read transaction rolls it back: nothing to keep.
+        })();
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // A connection left inside a transaction (its rollback failed) would
+        // serve a stale snapshot forever: it is closed, not kept.
+        if idle.len() < MAX_IDLE && conn.is_autocommit() {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+pub(super) struct Reader<'a> {
+    conn: &'a Connection,
+    path: &'a Path,
+}
+
+impl Reader<'_> {
+    pub(super) fn get(&mut self, id: &str) -> Result<Option<RunView>, HistoryError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+        let raw = self
+            .conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| stmt.query_row([id], RawRun::from_row).optional())
+            .map_err(|e| self.sqlite(e))?;
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let summary = raw.into_summary(self.path)?;
+        let rows: Vec<(u32, String)> = self
+            .conn
+            .prepare_cached("SELECT idx, message FROM messages WHERE run_id = ?1 ORDER BY idx")
+            .and_then(|mut stmt| {
+                stmt.query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        let messages = rows
+            .into_iter()
+            .map(|(idx, json)| {
+                serde_json::from_str::<Message>(&json)
+                    .map_err(|e| self.corrupt(format!("message {idx} of run {id}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(RunView { summary, messages }))
+    }
+
+    pub(super) fn list(
+        &mut self,
+        limit: u32,
+        before: Option<i64>,
+    ) -> Result<RunList, HistoryError> {
+        let sql =
+            format!("SELECT {RUN_COLUMNS} FROM runs WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2");
+        // One row more than asked says whether another page exists.
+        let mut raws: Vec<RawRun> = self
+            .conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(
+                    params![before.unwrap_or(i64::MAX), i64::from(limit) + 1],
+                    RawRun::from_row,
+                )?
+                .collect()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        let more = raws.len() > limit as usize;
+        raws.truncate(limit as usize);
+        let runs = raws
+            .into_iter()
+            .map(|raw| raw.into_summary(self.path))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_before = if more {
+            runs.last().map(|run| run.seq)
+        } else {
+            None
+        };
+        Ok(RunList { runs, next_before })
+    }
+
+    pub(super) fn events(&mut self, id: &str, after: u64) -> Result<Vec<EventLine>, HistoryError> {
+        // Stored seqs never exceed i64::MAX, so clamping loses no event.
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let rows: Vec<(u64, i64, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, at_ms, event FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![id, after], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        rows.into_iter()
+            .map(|(seq, at_ms, json)| {
+                let event = serde_json::from_str::<RunEvent>(&json)
+                    .map_err(|e| self.corrupt(format!("event {seq} of run {id}: {e}")))?;
+                Ok(EventLine { seq, at_ms, event })
+            })
+            .collect()
+    }
+
+    fn sqlite(&self, source: rusqlite::Error) -> HistoryError {
+        sqlite(self.path, source)
+    }
+
+    fn corrupt(&self, detail: String) -> HistoryError {
+        HistoryError::Corrupt {
+            path: self.path.to_path_buf(),
+            detail,
+        }
+    }
+}
+
+fn sqlite(path: &Path, source: rusqlite::Error) -> HistoryError {
+    HistoryError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A row as stored; the text columns are checked in `into_summary`, where a
+/// bad value can be reported with the run it belongs to.
+struct RawRun {
+    id: String,
+    seq: i64,
+    agent: String,
+    request: String,
+    state: String,
+    outcome: Option<String>,
+    steps: u32,
+    max_steps: Option<u32>,
+    result: Option<String>,
+    error: Option<String>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    created_at_ms: i64,
+    started_at_ms: Option<i64>,
+    ended_at_ms: Option<i64>,
+}
+
+impl RawRun {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(RawRun {
+            id: row.get(0)?,
+            seq: row.get(1)?,
+            agent: row.get(2)?,
+            request: row.get(3)?,
+            state: row.get(4)?,
+            outcome: row.get(5)?,
+            steps: row.get(6)?,
+            max_steps: row.get(7)?,
+            result: row.get(8)?,
+            error: row.get(9)?,
+            prompt_tokens: row.get(10)?,
+            completion_tokens: row.get(11)?,
+            created_at_ms: row.get(12)?,
+            started_at_ms: row.get(13)?,
+            ended_at_ms: row.get(14)?,
+        })
+    }
+
+    fn into_summary(self, path: &Path) -> Result<RunSummary, HistoryError> {
+        let corrupt = |detail: String| HistoryError::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let state = RunState::parse(&self.state)
+            .ok_or_else(|| corrupt(format!("run {}: unknown state `{}`", self.id, self.state)))?;
+        let outcome = self
+            .outcome
+            .map(|s| {
+                parse_outcome(&s)
+                    .ok_or_else(|| corrupt(format!("run {}: unknown outcome `{s}`", self.id)))
+            })
+            .transpose()?;
+        Ok(RunSummary {
+            id: self.id,
+            seq: self.seq,
+            agent: self.agent,
+            request: self.request,
+            state,
+            outcome,
+            steps: self.steps,
+            max_steps: self.max_steps,
+            result: self.result,
+            error: self.error,
+            usage: Usage {
+                prompt_tokens: self.prompt_tokens,
+                completion_tokens: self.completion_tokens,
+            },
+            created_at_ms: self.created_at_ms,
+            started_at_ms: self.started_at_ms,
+            ended_at_ms: self.ended_at_ms,
+        })
+    }
+}
+
+/// Through serde, so the names stay those of the wire format (which
+/// `Outcome::as_str`, used to write them, matches).
+pub(super) fn parse_outcome(s: &str) -> Option<Outcome> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+}

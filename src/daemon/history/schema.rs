@@ -1,0 +1,228 @@
+//! Opening the database file safely, and the schema with its migrations.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
+
+use super::HistoryError;
+
+/// `PRAGMA application_id`: marks the file as ours, so that a database some
+/// other program left at the same path is refused instead of altered.
+const APPLICATION_ID: i32 = 0x6167_6e64; // "agnd"
+
+/// Each entry upgrades the schema from version `i` to `i + 1`. Append only:
+/// a released step is never edited, because files in the field already ran it.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "
+    CREATE TABLE runs (
+        id                TEXT PRIMARY KEY NOT NULL,
+        seq               INTEGER NOT NULL UNIQUE,
+        agent             TEXT NOT NULL,
+        request           TEXT NOT NULL,
+        state             TEXT NOT NULL,
+        outcome           TEXT,
+        steps             INTEGER NOT NULL,
+        max_steps         INTEGER,
+        result            TEXT,
+        error             TEXT,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        created_at_ms     INTEGER NOT NULL,
+        started_at_ms     INTEGER,
+        ended_at_ms       INTEGER
+    );
+    -- startup recovery looks for the few runs not ended
+    CREATE INDEX runs_state ON runs(state);
+    -- pruning looks for old ended runs
+    CREATE INDEX runs_ended_at ON runs(ended_at_ms);
+
+    CREATE TABLE events (
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        seq    INTEGER NOT NULL,
+        at_ms  INTEGER NOT NULL,
+        event  TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+
+    CREATE TABLE messages (
+        run_id  TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx     INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    );
+    ",
+];
+
+/// The schema version this build writes and reads.
+pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How long a statement waits for a lock held by another connection before
+/// failing: readers and the writer only contend briefly (checkpoints), but a
+/// second process opening the same file (an operator's `sqlite3`) may hold
+/// one longer.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The state directory holds the daemon's socket and history: only its user
+/// may enter it. An existing directory is left as the operator set it.
+pub(super) fn create_state_dir(dir: &Path) -> Result<(), HistoryError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .map_err(|source| HistoryError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// Opens the writer's connection: checks the file is ours before anything
+/// writes to it, then sets the journal and upgrades the schema.
+pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
+    let open_err = |source| HistoryError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(open_err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+
+    // Reading the header is the first access to the file: a file that is not
+    // a database fails here, before anything could write to it.
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|source| classify(path, source))?;
+    let app_id: i32 = conn
+        .pragma_query_value(None, "application_id", |row| row.get(0))
+        .map_err(|source| classify(path, source))?;
+    check_ours(&conn, path, version, app_id)?;
+    if version > SCHEMA_VERSION {
+        return Err(HistoryError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(open_err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        // Still correct (reads then wait on the writer's locks), only slower.
+        tracing::warn!(db = %path.display(), journal_mode = %mode,
+            "run history: WAL is not available on this file system; reads will wait for writes");
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(open_err)?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(open_err)?;
+
+    migrate(&conn, path, version)?;
+    Ok(conn)
+}
+
+/// Opens a connection for reads: read-only, so a bug in a query can never
+/// change the history behind the writer's back.
+pub(super) fn open_reader(path: &Path) -> Result<Connection, HistoryError> {
+    let err = |source| HistoryError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    Ok(conn)
+}
+
+/// The largest run seq stored, 0 when there is none.
+pub(super) fn max_run_seq(conn: &Connection, path: &Path) -> Result<i64, HistoryError> {
+    conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM runs", [], |row| {
+        row.get(0)
+    })
+    .map_err(|source| HistoryError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn classify(path: &Path, source: rusqlite::Error) -> HistoryError {
+    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
+        HistoryError::NotADatabase {
+            path: path.to_path_buf(),
+        }
+    } else {
+        HistoryError::Open {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// A file we created carries our application id; a new, empty file carries
+/// none and has no tables. Anything else belongs to someone else.
+fn check_ours(
+    conn: &Connection,
+    path: &Path,
+    version: i64,
+    app_id: i32,
+) -> Result<(), HistoryError> {
+    let foreign = |reason: String| HistoryError::Foreign {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if app_id == APPLICATION_ID {
+        return Ok(());
+    }
+    if app_id != 0 {
+        return Err(foreign(format!("its application id is {app_id:#x}")));
+    }
+    if version != 0 {
+        return Err(foreign(format!(
+            "it has schema version {version} but no agentd application id"
+        )));
+    }
+    let tables: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0))
+        .map_err(|source| classify(path, source))?;
+    if tables != 0 {
+        return Err(foreign(format!("it already holds {tables} schema objects")));
+    }
+    Ok(())
+}
+
+/// Runs every step from `from` to the current version, each in its own
+/// transaction together with its `user_version` bump, so an interrupted
+/// upgrade leaves a file at a well-defined version.
+fn migrate(conn: &Connection, path: &Path, from: i64) -> Result<(), HistoryError> {
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
+        let to = i as i64 + 1;
+        let step = || -> rusqlite::Result<()> {
+            let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+            tx.pragma_update(None, "user_version", to)?;
+            tx.commit()
+        };
+        step().map_err(|source| HistoryError::Migrate {
+            path: path.to_path_buf(),
+            to,
+            source,
+        })?;
+        tracing::info!(db = %path.display(), version = to, "run history: schema upgraded");
+    }
+    Ok(())
+}

@@ -1,0 +1,492 @@
+use std::time::Instant;
+
+use super::*;
+use crate::agent::{Outcome, RunEvent, ToolCall};
+use crate::api::RunState;
+use crate::llm::Usage;
+
+fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
+    let ended = state == RunState::Ended;
+    RunSummary {
+        id: id.to_string(),
+        seq,
+        agent: "coder".to_string(),
+        request: format!("request of {id}"),
+        state,
+        outcome: ended.then_some(Outcome::Finished),
+        steps: 2,
+        max_steps: Some(10),
+        result: ended.then(|| "Step 1: a\nStep 2: b".to_string()),
+        error: None,
+        usage: Usage {
+            prompt_tokens: 120,
+            completion_tokens: 30,
+        },
+        created_at_ms: 1_000 + seq,
+        started_at_ms: Some(1_100 + seq),
+        ended_at_ms: ended.then_some(2_000 + seq),
+    }
+}
+
+fn line(seq: u64, event: RunEvent) -> EventLine {
+    EventLine {
+        seq,
+        at_ms: 5_000 + seq as i64,
+        event,
+    }
+}
+
+fn step_started(seq: u64) -> EventLine {
+    line(
+        seq,
+        RunEvent::StepStarted {
+            step: seq as u32,
+            max_steps: 10,
+        },
+    )
+}
+
+fn open(dir: &tempfile::TempDir) -> History {
+    History::open(&dir.path().join("state")).expect("open history")
+}
+
+#[tokio::test]
+async fn roundtrip_of_a_run_with_messages_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    assert_eq!(h.path(), dir.path().join("state").join("history.db"));
+    let mut run = summary("r1", h.next_seq(), RunState::Running);
+    run.outcome = None;
+    h.save_run(&run);
+    let messages = vec![
+        Message::system("be brief"),
+        Message::user("list files"),
+        Message::assistant_with_calls(
+            None,
+            vec![ToolCall {
+                id: "call_1".into(),
+                name: "bash".into(),
+                arguments: "{\"cmd\":\"ls\"}".into(),
+            }],
+        ),
+        Message::tool("a.txt", "call_1", "bash"),
+    ];
+    // Appended out of order: the transcript comes back ordered by index.
+    for i in [2usize, 0, 3, 1] {
+        h.append_message("r1", i as u32, &messages[i]);
+    }
+    let events = vec![
+        step_started(1),
+        line(
+            2,
+            RunEvent::ToolResult {
+                step: 1,
+                id: "call_1".into(),
+                name: "bash".into(),
+                ok: true,
+                output: "a.txt".into(),
+            },
+        ),
+        line(
+            3,
+            RunEvent::RunEnded {
+                outcome: Outcome::Finished,
+                steps: 1,
+                error: None,
+            },
+        ),
+    ];
+    for e in &events {
+        h.append_event("r1", e);
+    }
+    let ended = RunSummary {
+        state: RunState::Ended,
+        outcome: Some(Outcome::TokenLimit),
+        result: Some("Step 1: done".into()),
+        error: Some("budget".into()),
+        ended_at_ms: Some(9_999),
+        usage: Usage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: 7,
+        },
+        ..run.clone()
+    };
+    h.save_run(&ended);
+    h.flush().await;
+
+    let view = h.get("r1").await.unwrap().expect("stored");
+    let expected_usage = Usage {
+        prompt_tokens: i64::MAX as u64,
+        completion_tokens: 7,
+    };
+    assert_eq!(
+        view.summary,
+        RunSummary {
+            usage: expected_usage,
+            ..ended
+        }
+    );
+    assert_eq!(view.messages, messages);
+    assert_eq!(h.events("r1", 0).await.unwrap(), events);
+    assert_eq!(h.events("r1", 2).await.unwrap(), events[2..].to_vec());
+    assert!(h.events("r1", u64::MAX).await.unwrap().is_empty());
+    assert!(h.get("nope").await.unwrap().is_none());
+    assert!(h.events("nope", 0).await.unwrap().is_empty());
+    assert_eq!(h.write_errors(), 0);
+}
+
+#[tokio::test]
+async fn every_outcome_and_state_survives_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let outcomes = [
+        Outcome::Finished,
+        Outcome::MaxSteps,
+        Outcome::Error,
+        Outcome::Cancelled,
+        Outcome::TokenLimit,
+        Outcome::Interrupted,
+    ];
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        assert_eq!(read::parse_outcome(outcome.as_str()), Some(outcome));
+        let mut run = summary(&format!("o{i}"), h.next_seq(), RunState::Ended);
+        run.outcome = Some(outcome);
+        h.save_run(&run);
+    }
+    for (i, state) in [RunState::Queued, RunState::Running]
+        .into_iter()
+        .enumerate()
+    {
+        let mut run = summary(&format!("s{i}"), h.next_seq(), state);
+        run.max_steps = None;
+        run.started_at_ms = None;
+        h.save_run(&run);
+    }
+    h.flush().await;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let got = h.get(&format!("o{i}")).await.unwrap().unwrap();
+        assert_eq!(got.summary.outcome, Some(outcome));
+    }
+    let queued = h.get("s0").await.unwrap().unwrap().summary;
+    assert_eq!(
+        (queued.state, queued.max_steps, queued.started_at_ms),
+        (RunState::Queued, None, None)
+    );
+    assert_eq!(
+        h.get("s1").await.unwrap().unwrap().summary.state,
+        RunState::Running
+    );
+}
+
+#[tokio::test]
+async fn list_pages_newest_first_with_next_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    for i in 0..5 {
+        h.save_run(&summary(&format!("r{i}"), h.next_seq(), RunState::Ended));
+    }
+    h.flush().await;
+
+    let page = h.list(2, None).await.unwrap();
+    let ids: Vec<_> = page.runs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["r4", "r3"]);
+    assert_eq!(page.next_before, Some(4));
+
+    let page = h.list(2, page.next_before).await.unwrap();
+    let ids: Vec<_> = page.runs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["r2", "r1"]);
+    assert_eq!(page.next_before, Some(2));
+
+    let page = h.list(2, page.next_before).await.unwrap();
+    let ids: Vec<_> = page.runs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["r0"]);
+    assert_eq!(page.next_before, None);
+
+    // Exactly a full last page: no further page announced.
+    let page = h.list(5, None).await.unwrap();
+    assert_eq!((page.runs.len(), page.next_before), (5, None));
+    // A limit of 0 is clamped to 1, not an empty page.
+    let page = h.list(0, None).await.unwrap();
+    assert_eq!((page.runs.len(), page.next_before), (1, Some(5)));
+    // Clamped to 1000 rather than refused.
+    assert_eq!(h.list(u32::MAX, None).await.unwrap().runs.len(), 5);
+}
+
+#[tokio::test]
+async fn reopen_keeps_everything_and_seq_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    assert_eq!(h.next_seq(), 1);
+    let seq = h.next_seq();
+    assert_eq!(seq, 2);
+    h.save_run(&summary("kept", seq, RunState::Ended));
+    h.append_message("kept", 0, &Message::user("hi"));
+    h.append_event("kept", &step_started(1));
+    // A seq chosen elsewhere is never handed out again.
+    h.save_run(&summary("far", 40, RunState::Ended));
+    assert_eq!(h.next_seq(), 41);
+    // No flush: dropping the last handle must commit what is queued.
+    drop(h.clone());
+    drop(h);
+
+    let h = open(&dir);
+    assert_eq!(h.next_seq(), 41);
+    let view = h.get("kept").await.unwrap().unwrap();
+    assert_eq!(view.summary, summary("kept", 2, RunState::Ended));
+    assert_eq!(view.messages, vec![Message::user("hi")]);
+    assert_eq!(h.events("kept", 0).await.unwrap(), vec![step_started(1)]);
+}
+
+#[tokio::test]
+async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.save_run(&summary("queued", 1, RunState::Queued));
+    let mut running = summary("running", 2, RunState::Running);
+    running.steps = 3;
+    h.save_run(&running);
+    h.append_event("running", &step_started(1));
+    h.append_event("running", &step_started(2));
+    let done = summary("done", 3, RunState::Ended);
+    h.save_run(&done);
+    h.append_event("done", &step_started(1));
+    // Queued, not flushed: interrupt runs behind these writes.
+    let ids = h.interrupt_unfinished(77_000).await.unwrap();
+    assert_eq!(ids, ["queued", "running"]);
+
+    let r = h.get("running").await.unwrap().unwrap().summary;
+    assert_eq!(r.state, RunState::Ended);
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    assert_eq!(r.error.as_deref(), Some(writer::INTERRUPTED_ERROR));
+    assert_eq!(r.ended_at_ms, Some(77_000));
+    assert_eq!(r.steps, 3);
+    let ended_event = |steps| RunEvent::RunEnded {
+        outcome: Outcome::Interrupted,
+        steps,
+        error: Some(writer::INTERRUPTED_ERROR.to_string()),
+    };
+    let events = h.events("running", 2).await.unwrap();
+    assert_eq!(
+        events,
+        vec![EventLine {
+            seq: 3,
+            at_ms: 77_000,
+            event: ended_event(3)
+        }]
+    );
+    // A run with no events gets seq 1.
+    let q = h.events("queued", 0).await.unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!((q[0].seq, &q[0].event), (1, &ended_event(2)));
+    assert_eq!(
+        h.get("queued").await.unwrap().unwrap().summary.outcome,
+        Some(Outcome::Interrupted)
+    );
+
+    // Ended runs are untouched.
+    assert_eq!(h.get("done").await.unwrap().unwrap().summary, done);
+    assert_eq!(h.events("done", 0).await.unwrap().len(), 1);
+    // Nothing left to interrupt.
+    assert!(h.interrupt_unfinished(78_000).await.unwrap().is_empty());
+    assert_eq!(h.write_errors(), 0);
+}
+
+#[tokio::test]
+async fn prune_deletes_old_ended_runs_with_their_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    // ended_at_ms = 2000 + seq
+    for (id, seq, state) in [
+        ("old1", 1, RunState::Ended),
+        ("old2", 2, RunState::Ended),
+        ("new", 10, RunState::Ended),
+        ("live", 3, RunState::Running),
+    ] {
+        let mut run = summary(id, seq, state);
+        if state == RunState::Running {
+            run.ended_at_ms = Some(0); // only ended runs may go, whatever the column says
+        }
+        h.save_run(&run);
+        h.append_event(id, &step_started(1));
+        h.append_message(id, 0, &Message::user("x"));
+    }
+    assert_eq!(h.prune(2_005).await.unwrap(), 2);
+    assert!(h.get("old1").await.unwrap().is_none());
+    assert!(h.get("old2").await.unwrap().is_none());
+    assert!(h.get("new").await.unwrap().is_some());
+    assert!(h.get("live").await.unwrap().is_some());
+    assert!(h.events("old1", 0).await.unwrap().is_empty());
+    // The cascade removed their events and messages.
+    let conn = rusqlite::Connection::open(h.path()).unwrap();
+    let count = |table: &str| -> i64 {
+        conn.query_row(
+            &format!("SELECT COUNT(*) FROM {table} WHERE run_id LIKE 'old%'"),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!((count("events"), count("messages")), (0, 0));
+    assert_eq!(h.prune(2_005).await.unwrap(), 0);
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("history.db");
+    let content = "this is not a database, it is someone's notes\n".repeat(100);
+    std::fs::write(&file, &content).unwrap();
+    let err = History::open(dir.path()).expect_err("must refuse");
+    assert!(matches!(err, HistoryError::NotADatabase { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(&file.display().to_string()), "{message}");
+    assert!(message.contains("not an SQLite database"), "{message}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), content);
+    assert!(!dir.path().join("history.db-wal").exists());
+}
+
+#[test]
+fn another_programs_database_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("history.db");
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT)")
+            .unwrap();
+    }
+    let before = std::fs::read(&file).unwrap();
+    let err = History::open(dir.path()).expect_err("must refuse");
+    assert!(matches!(err, HistoryError::Foreign { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(History::open(dir.path()).unwrap());
+    let file = dir.path().join("history.db");
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.pragma_update(None, "user_version", schema::SCHEMA_VERSION + 1)
+            .unwrap();
+    }
+    let before = std::fs::read(&file).unwrap();
+    let err = History::open(dir.path()).expect_err("must refuse");
+    match &err {
+        HistoryError::TooNew {
+            found, supported, ..
+        } => assert_eq!(
+            (*found, *supported),
+            (schema::SCHEMA_VERSION + 1, schema::SCHEMA_VERSION)
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains(&file.display().to_string()));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_created_state_dir_is_private_and_pragmas_are_set() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("a").join("state");
+    let h = History::open(&state).unwrap();
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let conn = rusqlite::Connection::open(h.path()).unwrap();
+    let journal: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema::SCHEMA_VERSION);
+}
+
+#[test]
+fn handles_and_their_futures_cross_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    send_sync(&h);
+    send(h.flush());
+    send(h.get("x"));
+    send(h.list(1, None));
+    send(h.events("x", 0));
+    send(h.interrupt_unfinished(0));
+    send(h.prune(0));
+}
+
+#[tokio::test]
+async fn flush_makes_earlier_writes_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    for step in 0..50 {
+        let mut run = summary("r", 1, RunState::Running);
+        run.steps = step;
+        h.save_run(&run);
+        h.flush().await;
+        assert_eq!(h.get("r").await.unwrap().unwrap().summary.steps, step);
+    }
+}
+
+#[tokio::test]
+async fn failed_writes_are_counted_and_the_writer_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    // No such run: the foreign key refuses it.
+    h.append_event("ghost", &step_started(1));
+    h.save_run(&summary("r", 1, RunState::Running));
+    h.append_event("r", &step_started(1));
+    // Same (run, seq) twice, and a seq SQLite cannot hold.
+    h.append_event("r", &step_started(1));
+    h.append_event("r", &step_started(u64::MAX));
+    h.append_message("r", 0, &Message::user("a"));
+    h.append_message("r", 0, &Message::user("b"));
+    h.flush().await;
+    assert_eq!(h.write_errors(), 4);
+    // The good writes of the same batch were committed.
+    assert_eq!(h.events("r", 0).await.unwrap(), vec![step_started(1)]);
+    assert_eq!(
+        h.get("r").await.unwrap().unwrap().messages,
+        vec![Message::user("a")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_keeps_up_with_a_flood_of_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.save_run(&summary("flood", 1, RunState::Running));
+    let start = Instant::now();
+    let n = 100_000u64;
+    for seq in 1..=n {
+        h.append_event(
+            "flood",
+            &line(
+                seq,
+                RunEvent::ToolResult {
+                    step: (seq / 10) as u32,
+                    id: format!("call_{seq}"),
+                    name: "bash".into(),
+                    ok: true,
+                    output: "some output of a command, a line or two long".into(),
+                },
+            ),
+        );
+    }
+    h.flush().await;
+    let elapsed = start.elapsed();
+    assert_eq!(h.write_errors(), 0);
+    let events = h.events("flood", n - 3).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [n - 2, n - 1, n]
+    );
+    // Generous for a slow debug build on a loaded machine; a writer that
+    // committed per event would take minutes.
+    assert!(elapsed.as_secs() < 30, "100k events took {elapsed:?}");
+}

@@ -1,0 +1,287 @@
+//! `agentd serve`: the long-running service.
+//!
+//! Start-up order matters: history first (so runs a dead daemon left in
+//! flight are marked `interrupted` before anyone can ask), then the sandbox
+//! reaper, plugins, and only then the socket and `READY=1`, so a client that
+//! connects finds everything loaded.
+
+mod error;
+mod event_log;
+pub mod history;
+mod listener;
+mod peer;
+mod routes;
+mod runs;
+mod state;
+mod systemd;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{error, info, warn};
+
+use crate::config::{default_config_path, default_socket_path, Config};
+use crate::plugin::{EngineLimits, PluginHost};
+use crate::sandbox::docker::DockerSandboxProvider;
+use crate::sandbox::{NoSandbox, SandboxProvider};
+use history::History;
+use peer::{resolve_group, AccessPolicy};
+use state::{Daemon, DaemonParts};
+
+/// Exit status when the configuration is unusable (as for the CLI).
+const EXIT_CONFIG: i32 = 2;
+
+/// How often old runs are pruned while the daemon runs.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Runs the daemon until SIGTERM/SIGINT; returns the process exit status.
+/// `socket` (the command line's `--socket`) wins over the configuration.
+pub async fn serve(config_path: Option<PathBuf>, socket: Option<PathBuf>) -> i32 {
+    let config_path = config_path.or_else(default_config_path);
+    let config = match Config::load(config_path.as_deref()) {
+        Ok(mut c) => {
+            if socket.is_some() {
+                c.daemon.socket = socket;
+            }
+            c
+        }
+        Err(e) => {
+            error!("{e}");
+            eprintln!("agentd: {e}");
+            return EXIT_CONFIG;
+        }
+    };
+    match start(config, config_path).await {
+        Ok(code) => code,
+        Err(e) => {
+            error!("{e:#}");
+            eprintln!("agentd: {e:#}");
+            1
+        }
+    }
+}
+
+async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i32> {
+    let group = match &config.daemon.socket_group {
+        Some(name) => Some(resolve_group(name).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let history = History::open(&config.daemon.state_dir)?;
+    let interrupted = history.interrupt_unfinished(runs::now_ms()).await?;
+    if !interrupted.is_empty() {
+        warn!(
+            runs = interrupted.len(),
+            "marked runs left in flight by a previous daemon as interrupted"
+        );
+    }
+    prune(&history, config.daemon.history_days).await;
+
+    let (docker, docker_error) = match DockerSandboxProvider::new(&config.sandbox) {
+        Ok(p) => (Some(Arc::new(p)), None),
+        Err(e) => {
+            warn!(error = %e, "sandbox disabled: tools that need one will fail");
+            (None, Some(e.to_string()))
+        }
+    };
+    if let Some(docker) = &docker {
+        reap(docker).await;
+    }
+    let sandboxes: Arc<dyn SandboxProvider> = match &docker {
+        Some(p) => p.clone(),
+        None => Arc::new(NoSandbox::new(
+            docker_error.clone().unwrap_or_else(|| "no sandbox".into()),
+        )),
+    };
+
+    let plugins = Arc::new(PluginHost::new(EngineLimits {
+        max_concurrent_runs: config.daemon.max_concurrent_runs,
+    })?);
+    load_plugins(&plugins, &config.daemon.plugins_dir).await;
+
+    let socket_path = config
+        .daemon
+        .socket
+        .clone()
+        .unwrap_or_else(default_socket_path);
+    let bound = listener::listen(&socket_path, group)?;
+    let max_body = config.daemon.max_request_bytes;
+    let grace = config.daemon.shutdown_grace;
+    let history_days = config.daemon.history_days;
+    let daemon = Arc::new(Daemon::new(DaemonParts {
+        config,
+        config_path,
+        plugins,
+        docker: docker.clone(),
+        sandboxes,
+        docker_error,
+        history: history.clone(),
+        socket: bound.path.clone(),
+        policy: AccessPolicy::new(group),
+    }));
+
+    let app = routes::router(daemon.clone(), max_body)
+        .into_make_service_with_connect_info::<peer::Peer>();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            axum::serve(bound.listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        })
+    };
+    info!(socket = %bound.path.display(), "agentd listening");
+    systemd::ready(&status_line(&daemon));
+    systemd::spawn_watchdog();
+    spawn_status_updates(daemon.clone());
+    spawn_pruning(history.clone(), history_days);
+
+    wait_for_termination(&daemon).await;
+
+    systemd::stopping();
+    info!(grace = ?grace, "shutting down");
+    daemon.runs.shut_down(grace).await;
+    if let Some(docker) = &docker {
+        // Every run has removed its own sandbox; this catches a container
+        // whose removal failed, so none outlives the daemon.
+        reap(docker).await;
+    }
+    stop.cancel();
+    // Followers' streams have ended with their runs; idle connections get a
+    // moment to close.
+    if tokio::time::timeout(Duration::from_secs(2), server)
+        .await
+        .is_err()
+    {
+        warn!("connections still open at exit");
+    }
+    if bound.owned {
+        let _ = std::fs::remove_file(&bound.path);
+    }
+    history.flush().await;
+    info!("agentd stopped");
+    Ok(0)
+}
+
+async fn load_plugins(plugins: &PluginHost, dir: &Path) {
+    match plugins.load_dir(dir).await {
+        Ok(report) => {
+            info!(loaded = report.loaded.len(), dir = %dir.display(), "plugins loaded");
+            for (file, e) in &report.failed {
+                warn!(file = %file.display(), error = %e, "plugin not loaded");
+            }
+        }
+        // The daemon still serves its history and status; runs fail with
+        // "plugin not loaded" until the folder is fixed.
+        Err(e) => error!(dir = %dir.display(), error = %e, "cannot read the plugins folder"),
+    }
+}
+
+/// Removes containers of agentd processes that are gone (a daemon killed
+/// with -9 leaves its runs' containers behind) and of our own runs that are
+/// no longer live.
+async fn reap(docker: &DockerSandboxProvider) {
+    match tokio::time::timeout(Duration::from_secs(15), docker.reap_orphans(&[])).await {
+        Ok(Ok(0)) => {}
+        Ok(Ok(n)) => info!(removed = n, "removed orphaned sandbox containers"),
+        Ok(Err(e)) => warn!(error = %e, "cannot reap orphaned sandboxes"),
+        Err(_) => warn!("reaping orphaned sandboxes timed out"),
+    }
+}
+
+async fn prune(history: &History, days: u32) {
+    if days == 0 {
+        return;
+    }
+    let cutoff = runs::now_ms() - i64::from(days) * 86_400_000;
+    match history.prune(cutoff).await {
+        Ok(0) => {}
+        Ok(n) => info!(runs = n, days, "pruned old runs"),
+        Err(e) => warn!(error = %e, "cannot prune old runs"),
+    }
+}
+
+fn spawn_pruning(history: History, days: u32) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PRUNE_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            prune(&history, days).await;
+        }
+    });
+}
+
+fn status_line(daemon: &Daemon) -> String {
+    let (queued, running) = daemon.runs.counts();
+    format!("{running} runs active, {queued} queued")
+}
+
+/// systemd's `STATUS=`, refreshed when it changes.
+fn spawn_status_updates(daemon: Arc<Daemon>) {
+    tokio::spawn(async move {
+        let mut last = status_line(&daemon);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let now = status_line(&daemon);
+            if now != last {
+                systemd::status(&now);
+                last = now;
+            }
+        }
+    });
+}
+
+/// Returns on SIGTERM or SIGINT; handles SIGHUP (configuration reload) in
+/// the meantime.
+async fn wait_for_termination(daemon: &Daemon) {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        error!("cannot install signal handlers; stop the daemon with SIGKILL");
+        std::future::pending::<()>().await;
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => reload(daemon),
+        }
+    }
+}
+
+/// SIGHUP: agents and LLM settings come from the file again. A file that
+/// does not load is refused whole and the running configuration kept.
+fn reload(daemon: &Daemon) {
+    systemd::reloading();
+    let Some(path) = daemon.config_path.as_deref() else {
+        info!("SIGHUP: no configuration file to reload (running on defaults)");
+        systemd::ready(&status_line(daemon));
+        return;
+    };
+    match Config::load(Some(path)) {
+        Ok(config) => {
+            let old = daemon.generation();
+            if config.sandbox != old.config.sandbox
+                || config.daemon.socket != old.config.daemon.socket
+                || config.daemon.state_dir != old.config.daemon.state_dir
+                || config.daemon.plugins_dir != old.config.daemon.plugins_dir
+                || config.daemon.max_concurrent_runs != old.config.daemon.max_concurrent_runs
+            {
+                warn!("SIGHUP: [sandbox] and the [daemon] socket, folders and max_concurrent_runs take effect at the next restart");
+            }
+            daemon.swap_config(config);
+            info!(file = %path.display(), "configuration reloaded");
+        }
+        Err(e) => {
+            error!(error = %e, "configuration reload refused; keeping the running configuration")
+        }
+    }
+    systemd::ready(&status_line(daemon));
+}

@@ -1,0 +1,317 @@
+//! The HTTP/JSON API under `/v1` (wire types in [`crate::api`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::peer::Peer;
+use super::runs::CancelError;
+use super::state::{AgentLookupError, Daemon};
+use crate::api::{
+    AgentList, AgentView, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
+};
+
+type Shared = State<Arc<Daemon>>;
+
+pub fn router(daemon: Arc<Daemon>, max_body: usize) -> Router {
+    Router::new()
+        .route("/v1/status", get(status))
+        .route("/v1/agents", get(agents))
+        .route("/v1/plugins", get(plugins))
+        .route("/v1/runs", post(create_run).get(list_runs))
+        .route("/v1/runs/{id}", get(get_run))
+        .route("/v1/runs/{id}/events", get(run_events))
+        .route("/v1/runs/{id}/cancel", post(cancel_run))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(daemon.clone(), check_peer))
+        .with_state(daemon)
+}
+
+/// Refuses connections from users the policy does not allow, before any
+/// handler sees the request.
+async fn check_peer(
+    State(daemon): Shared,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if daemon.policy.allows(&peer) {
+        return next.run(request).await;
+    }
+    tracing::warn!(uid = ?peer.uid, pid = ?peer.pid, "refused a connection from a user not allowed on the socket");
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        format!(
+            "uid {} may not use this socket: root, the daemon's user and members of [daemon] socket_group may",
+            peer.uid.map(|u| u.to_string()).unwrap_or_else(|| "unknown".into())
+        ),
+    )
+    .into_response()
+}
+
+async fn unknown_route(request: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no route {} {} (the API is under /v1)",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+async fn status(State(d): Shared) -> Json<Status> {
+    let (queued, running) = d.runs.counts();
+    let sandbox_engine = match &d.docker {
+        Some(docker) => {
+            let ping = tokio::time::timeout(Duration::from_secs(2), docker.ping()).await;
+            let error = match ping {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("the engine did not answer within 2 s".into()),
+            };
+            EngineStatus {
+                reachable: error.is_none(),
+                address: docker.engine_address().to_string(),
+                error,
+            }
+        }
+        None => EngineStatus {
+            reachable: false,
+            address: String::new(),
+            error: d.docker_error.clone(),
+        },
+    };
+    let snapshot = d.plugins.snapshot();
+    let generation = d.generation();
+    Json(Status {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        uptime_s: d.uptime().as_secs_f64(),
+        runs_active: running,
+        runs_queued: queued,
+        plugins_loaded: snapshot.strategies.len() + snapshot.tools.len(),
+        sandbox_engine,
+        socket: d.socket.display().to_string(),
+        state_dir: generation.config.daemon.state_dir.display().to_string(),
+        accepting_runs: d.runs.accepting(),
+    })
+}
+
+async fn agents(State(d): Shared) -> Json<AgentList> {
+    let generation = d.generation();
+    let snapshot = d.plugins.snapshot();
+    let agents = generation
+        .config
+        .agents
+        .values()
+        .map(|a| {
+            let mut missing = Vec::new();
+            if snapshot.strategy(&a.strategy).is_none() {
+                missing.push(a.strategy.clone());
+            }
+            missing.extend(
+                a.tools
+                    .iter()
+                    .filter(|t| snapshot.tool(t).is_none())
+                    .cloned(),
+            );
+            AgentView {
+                name: a.name.clone(),
+                strategy: a.strategy.clone(),
+                tools: a.tools.clone(),
+                max_steps: a.max_steps,
+                missing_plugins: missing,
+            }
+        })
+        .collect();
+    Json(AgentList { agents })
+}
+
+async fn plugins(State(d): Shared) -> Json<serde_json::Value> {
+    let metas = d.plugins.snapshot().metas();
+    let plugins: Vec<_> = metas
+        .into_iter()
+        .map(|m| {
+            let mut v = serde_json::to_value(&m).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("status".into(), "loaded".into());
+                obj.insert("error".into(), serde_json::Value::Null);
+            }
+            v
+        })
+        .collect();
+    Json(serde_json::json!({ "plugins": plugins }))
+}
+
+/// The body is read as bytes and parsed here, whatever its content type:
+/// `curl -d` sends form encoding by default and should still just work.
+async fn create_run(
+    State(d): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the request body is larger than [daemon] max_request_bytes",
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {r}"))
+        }
+    })?;
+    let create: CreateRun = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body must be JSON {{\"agent\": \"...\", \"request\": \"...\"}}: {e}"
+        ))
+    })?;
+    if create.request.trim().is_empty() {
+        return Err(ApiError::bad_request("`request` must not be empty"));
+    }
+    if !d.runs.accepting() {
+        return Err(ApiError::shutting_down());
+    }
+    let agent = d.generation().agent(&create.agent).map_err(|e| match e {
+        AgentLookupError::Unknown { .. } => {
+            ApiError::new(StatusCode::NOT_FOUND, "unknown_agent", e.to_string())
+        }
+        AgentLookupError::Unusable { .. } => ApiError::bad_request(e.to_string()),
+    })?;
+    match d.runs.create(agent, create.request).await {
+        Some(view) => Ok((StatusCode::CREATED, Json(view))),
+        None => Err(ApiError::shutting_down()),
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    limit: Option<u32>,
+    before: Option<i64>,
+}
+
+async fn list_runs(
+    State(d): Shared,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<RunList>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let mut list = d
+        .history
+        .list(q.limit.unwrap_or(50), q.before)
+        .await
+        .map_err(ApiError::internal)?;
+    // Runs in flight are fresher in memory than in the database.
+    for run in &mut list.runs {
+        if run.state != RunState::Ended {
+            if let Some(live) = d.runs.get(&run.id) {
+                *run = live.summary();
+            }
+        }
+    }
+    Ok(Json(list))
+}
+
+async fn find_run(d: &Daemon, id: &str) -> Result<RunView, ApiError> {
+    if let Some(live) = d.runs.get(id) {
+        return Ok(live.view());
+    }
+    d.history
+        .get(id)
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::not_found(format!("no run `{id}`")))
+}
+
+async fn get_run(State(d): Shared, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
+    find_run(&d, &id).await.map(Json)
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    follow: Option<bool>,
+}
+
+/// Newline-delimited JSON: every earlier event first, then each new one as
+/// it happens; the body ends after `run_ended` (or at once with
+/// `follow=false`).
+async fn run_events(
+    State(d): Shared,
+    Path(id): Path<String>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let follow = q.follow.unwrap_or(true);
+    let body = if let Some(live) = d.runs.get(&id) {
+        let stream = live.events.clone().follow(follow);
+        Body::from_stream(stream.map(Ok::<_, Infallible>))
+    } else {
+        if d.history
+            .get(&id)
+            .await
+            .map_err(ApiError::internal)?
+            .is_none()
+        {
+            return Err(ApiError::not_found(format!("no run `{id}`")));
+        }
+        let events = d.history.events(&id, 0).await.map_err(ApiError::internal)?;
+        let mut out = Vec::new();
+        for line in events {
+            if let Ok(json) = serde_json::to_vec(&line) {
+                out.extend_from_slice(&json);
+                out.push(b'\n');
+            }
+        }
+        Body::from(out)
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+async fn cancel_run(
+    State(d): Shared,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
+    match d.runs.cancel(&id) {
+        Some(Ok(view)) => Ok((StatusCode::ACCEPTED, Json(view))),
+        Some(Err(e @ CancelError::Ended { .. })) => Err(ApiError::conflict(e.to_string())),
+        None => match d.history.get(&id).await.map_err(ApiError::internal)? {
+            Some(view) => Err(ApiError::conflict(format!(
+                "run `{id}` already ended ({})",
+                view.summary
+                    .outcome
+                    .map(|o| o.to_string())
+                    .unwrap_or_else(|| "unknown".into())
+            ))),
+            None => Err(ApiError::not_found(format!("no run `{id}`"))),
+        },
+    }
+}

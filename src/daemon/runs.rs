@@ -1,0 +1,367 @@
+//! The runs the daemon hosts: creation, the queue under
+//! `max_concurrent_runs`, following, cancelling, and shutting down.
+//!
+//! A run in flight lives here, in memory, so following it never waits on the
+//! database; every change is also queued to the history as it happens. Its
+//! end is made durable (flushed) before the run leaves memory, so there is no
+//! moment at which a run is in neither place.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn, Instrument};
+
+use super::event_log::EventLog;
+use super::history::History;
+use crate::agent::{Agent, Message, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
+use crate::api::{EventLine, RunState, RunSummary, RunView};
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A run that has not left memory yet.
+pub struct LiveRun {
+    pub id: String,
+    summary: Mutex<RunSummary>,
+    messages: Mutex<Vec<Message>>,
+    pub events: Arc<EventLog>,
+    cancel: CancellationToken,
+    next_event: AtomicU64,
+}
+
+impl LiveRun {
+    pub fn summary(&self) -> RunSummary {
+        self.summary
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn view(&self) -> RunView {
+        RunView {
+            summary: self.summary(),
+            messages: self
+                .messages
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunSummary {
+        let mut s = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut s);
+        s.clone()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CancelError {
+    #[error("run `{id}` already ended ({outcome})")]
+    Ended { id: String, outcome: String },
+}
+
+pub struct RunManager {
+    live: Mutex<HashMap<String, Arc<LiveRun>>>,
+    slots: Arc<Semaphore>,
+    history: History,
+    tasks: TaskTracker,
+    accepting: AtomicBool,
+}
+
+impl RunManager {
+    pub fn new(history: History, max_concurrent_runs: u32) -> Self {
+        RunManager {
+            live: Mutex::new(HashMap::new()),
+            slots: Arc::new(Semaphore::new(max_concurrent_runs.max(1) as usize)),
+            history,
+            tasks: TaskTracker::new(),
+            accepting: AtomicBool::new(true),
+        }
+    }
+
+    pub fn accepting(&self) -> bool {
+        self.accepting.load(Ordering::SeqCst)
+    }
+
+    fn lock_live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveRun>>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<LiveRun>> {
+        self.lock_live().get(id).cloned()
+    }
+
+    /// (queued, running) right now.
+    pub fn counts(&self) -> (usize, usize) {
+        let live = self.lock_live();
+        let queued = live
+            .values()
+            .filter(|r| r.summary().state == RunState::Queued)
+            .count();
+        (queued, live.len() - queued)
+    }
+
+    /// Registers the run, makes it durable, and starts it (or queues it).
+    /// `None` once shutdown has begun.
+    pub async fn create(self: &Arc<Self>, agent: Agent, request: String) -> Option<RunView> {
+        if !self.accepting() {
+            return None;
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let summary = RunSummary {
+            id: id.clone(),
+            seq: self.history.next_seq(),
+            agent: agent.config().name.clone(),
+            request: request.clone(),
+            state: RunState::Queued,
+            outcome: None,
+            steps: 0,
+            max_steps: None,
+            result: None,
+            error: None,
+            usage: Default::default(),
+            created_at_ms: now_ms(),
+            started_at_ms: None,
+            ended_at_ms: None,
+        };
+        let run = Arc::new(LiveRun {
+            id: id.clone(),
+            summary: Mutex::new(summary.clone()),
+            messages: Mutex::new(Vec::new()),
+            events: Arc::new(EventLog::default()),
+            cancel: CancellationToken::new(),
+            next_event: AtomicU64::new(1),
+        });
+        self.lock_live().insert(id.clone(), run.clone());
+        self.history.save_run(&summary);
+        // A 201 means the run is on disk: a crash right after still lists it.
+        self.history.flush().await;
+        let me = self.clone();
+        let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
+        self.tasks
+            .spawn(async move { me.drive(run, agent, request).await }.instrument(span));
+        self.get(&id).map(|r| r.view())
+    }
+
+    async fn drive(self: Arc<Self>, run: Arc<LiveRun>, agent: Agent, request: String) {
+        let permit = tokio::select! {
+            p = self.slots.clone().acquire_owned() => p.ok(),
+            _ = run.cancel.cancelled() => None,
+        };
+        let Some(permit) = permit else {
+            // Cancelled (or shut down) while queued: it never ran.
+            let record = RunRecord {
+                id: run.id.clone(),
+                agent: agent.config().name.clone(),
+                request,
+                outcome: Outcome::Cancelled,
+                steps: 0,
+                result: "No steps executed".into(),
+                error: None,
+                messages: Vec::new(),
+                usage: Default::default(),
+            };
+            self.finish(&run, record).await;
+            return;
+        };
+        let started = run.update(|s| {
+            s.state = RunState::Running;
+            s.started_at_ms = Some(now_ms());
+        });
+        self.history.save_run(&started);
+        let opts = RunOptions {
+            run_id: Some(run.id.clone()),
+            cancel: run.cancel.clone(),
+            events: self.event_sink(&run),
+            messages: Some(self.message_sink(&run)),
+        };
+        // In its own task so that a panic anywhere below still ends the run
+        // with a record instead of leaving it `running` forever.
+        let task = tokio::spawn(
+            async move {
+                let r = agent.run(&request, opts).await;
+                (r, request, agent)
+            }
+            .in_current_span(),
+        );
+        let record = match task.await {
+            Ok((Ok(record), _, _)) => record,
+            Ok((Err(e), request, agent)) => {
+                failed_record(&run.id, agent.config().name.clone(), request, e.to_string())
+            }
+            Err(join) => {
+                let s = run.summary();
+                failed_record(
+                    &run.id,
+                    s.agent,
+                    s.request,
+                    format!("internal error: the run panicked: {join}"),
+                )
+            }
+        };
+        drop(permit);
+        self.finish(&run, record).await;
+    }
+
+    /// Records the end, publishes `run_ended`, waits until it is on disk,
+    /// and only then lets the run leave memory.
+    async fn finish(&self, run: &Arc<LiveRun>, record: RunRecord) {
+        let ended = run.update(|s| {
+            s.state = RunState::Ended;
+            s.outcome = Some(record.outcome);
+            s.steps = record.steps;
+            s.result = Some(record.result.clone());
+            s.error = record.error.clone();
+            s.usage = record.usage;
+            s.ended_at_ms = Some(now_ms());
+        });
+        self.history.save_run(&ended);
+        self.publish(
+            run,
+            RunEvent::RunEnded {
+                outcome: record.outcome,
+                steps: record.steps,
+                error: record.error.clone(),
+            },
+        );
+        self.history.flush().await;
+        run.events.close();
+        self.lock_live().remove(&run.id);
+        info!(outcome = %record.outcome, steps = record.steps, "run recorded");
+    }
+
+    fn publish(&self, run: &LiveRun, event: RunEvent) {
+        let line = EventLine {
+            seq: run.next_event.fetch_add(1, Ordering::SeqCst),
+            at_ms: now_ms(),
+            event,
+        };
+        self.history.append_event(&run.id, &line);
+        match serde_json::to_vec(&line) {
+            Ok(mut json) => {
+                json.push(b'\n');
+                run.events.push(Bytes::from(json));
+            }
+            Err(e) => warn!(error = %e, "cannot encode an event"),
+        }
+    }
+
+    fn event_sink(self: &Arc<Self>, run: &Arc<LiveRun>) -> crate::agent::EventSink {
+        let me = self.clone();
+        let run = run.clone();
+        Arc::new(move |event: &RunEvent| {
+            match event {
+                // Published by `finish`, once the record is complete.
+                RunEvent::RunEnded { .. } => return,
+                RunEvent::RunStarted { max_steps, .. } => {
+                    let max = *max_steps;
+                    run.update(|s| s.max_steps = Some(max));
+                }
+                RunEvent::StepStarted { step, max_steps } => {
+                    let (step, max) = (*step, *max_steps);
+                    let s = run.update(|s| {
+                        s.steps = step;
+                        s.max_steps = Some(max);
+                    });
+                    me.history.save_run(&s);
+                }
+                _ => {}
+            }
+            me.publish(&run, event.clone());
+        })
+    }
+
+    fn message_sink(&self, run: &Arc<LiveRun>) -> MessageSink {
+        let history = self.history.clone();
+        let run = run.clone();
+        Arc::new(move |message: &Message| {
+            let mut messages = run.messages.lock().unwrap_or_else(|p| p.into_inner());
+            let index = messages.len() as u32;
+            messages.push(message.clone());
+            drop(messages);
+            history.append_message(&run.id, index, message);
+        })
+    }
+
+    /// Cancels a live run. The run ends `cancelled` shortly after: its LLM
+    /// call is dropped, its sandbox (and any command in it) removed.
+    pub fn cancel(&self, id: &str) -> Option<Result<RunView, CancelError>> {
+        let run = self.get(id)?;
+        let view = run.view();
+        if view.summary.state == RunState::Ended {
+            return Some(Err(CancelError::Ended {
+                id: id.to_string(),
+                outcome: view
+                    .summary
+                    .outcome
+                    .map(|o| o.to_string())
+                    .unwrap_or_default(),
+            }));
+        }
+        info!(run_id = %id, "cancel requested");
+        run.cancel.cancel();
+        Some(Ok(view))
+    }
+
+    /// SIGTERM: refuse new runs, cancel queued ones, give running ones
+    /// `grace`, then cancel them and wait until each has removed its sandbox
+    /// and recorded its end.
+    pub async fn shut_down(&self, grace: Duration) {
+        self.accepting.store(false, Ordering::SeqCst);
+        self.tasks.close();
+        let live: Vec<_> = self.lock_live().values().cloned().collect();
+        for run in &live {
+            if run.summary().state == RunState::Queued {
+                run.cancel.cancel();
+            }
+        }
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            let left: Vec<_> = self.lock_live().values().cloned().collect();
+            warn!(
+                runs = left.len(),
+                "shutdown grace elapsed: cancelling the runs still going"
+            );
+            for run in left {
+                run.cancel.cancel();
+            }
+            // Cancelled runs end within a step's worth of host work plus a
+            // container removal; a bound keeps a wedged engine from
+            // holding the shutdown forever (the next start reaps).
+            if tokio::time::timeout(Duration::from_secs(30), self.tasks.wait())
+                .await
+                .is_err()
+            {
+                warn!("runs did not end within 30 s of being cancelled");
+            }
+        }
+        self.history.flush().await;
+    }
+}
+
+fn failed_record(id: &str, agent: String, request: String, error: String) -> RunRecord {
+    RunRecord {
+        id: id.to_string(),
+        agent,
+        request,
+        outcome: Outcome::Error,
+        steps: 0,
+        result: "No steps executed".into(),
+        error: Some(error),
+        messages: Vec::new(),
+        usage: Default::default(),
+    }
+}

@@ -1,0 +1,162 @@
+//! What the daemon's handlers share.
+//!
+//! The configuration lives in a [`Generation`] behind a lock: SIGHUP builds
+//! a new one and swaps it in; a run takes what it needs from the current
+//! generation when it is created and keeps it, so a reload never changes a
+//! run in flight.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use super::history::History;
+use super::peer::AccessPolicy;
+use super::runs::RunManager;
+use crate::agent::{Agent, Runtime};
+use crate::config::Config;
+use crate::llm::LlmClient;
+use crate::plugin::PluginHost;
+use crate::sandbox::docker::DockerSandboxProvider;
+use crate::sandbox::SandboxProvider;
+
+/// One loaded configuration and the clients built from it.
+pub struct Generation {
+    pub config: Config,
+    pub runtime: Arc<Runtime>,
+    /// Per agent: one HTTP client (and connection pool) shared by its runs,
+    /// or why its `[llm]` settings are unusable.
+    llm: BTreeMap<String, Result<LlmClient, String>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentLookupError {
+    #[error("unknown agent `{name}` (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("agent `{name}` cannot run: {reason}")]
+    Unusable { name: String, reason: String },
+}
+
+impl Generation {
+    pub fn new(
+        config: Config,
+        plugins: Arc<PluginHost>,
+        sandboxes: Arc<dyn SandboxProvider>,
+    ) -> Self {
+        let llm = config
+            .agents
+            .keys()
+            .map(|name| {
+                let client = LlmClient::new(config.llm.for_agent(name)).map_err(|e| e.to_string());
+                (name.clone(), client)
+            })
+            .collect();
+        let runtime = Arc::new(Runtime {
+            plugins,
+            sandboxes,
+            step_timeout: config.daemon.step_timeout,
+        });
+        Generation {
+            config,
+            runtime,
+            llm,
+        }
+    }
+
+    pub fn agent(&self, name: &str) -> Result<Agent, AgentLookupError> {
+        let Some(config) = self.config.agent(name) else {
+            return Err(AgentLookupError::Unknown {
+                name: name.to_string(),
+                known: self
+                    .config
+                    .agents
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        match self.llm.get(name) {
+            Some(Ok(llm)) => Ok(Agent::new(
+                config.clone(),
+                llm.clone(),
+                self.runtime.clone(),
+            )),
+            Some(Err(reason)) => Err(AgentLookupError::Unusable {
+                name: name.to_string(),
+                reason: reason.clone(),
+            }),
+            None => Err(AgentLookupError::Unusable {
+                name: name.to_string(),
+                reason: "no LLM client".into(),
+            }),
+        }
+    }
+}
+
+pub struct Daemon {
+    generation: RwLock<Arc<Generation>>,
+    pub plugins: Arc<PluginHost>,
+    pub docker: Option<Arc<DockerSandboxProvider>>,
+    pub sandboxes: Arc<dyn SandboxProvider>,
+    /// Why there is no Docker provider (an invalid `[sandbox]` section).
+    pub docker_error: Option<String>,
+    pub runs: Arc<RunManager>,
+    pub history: History,
+    pub started: Instant,
+    pub socket: PathBuf,
+    pub policy: AccessPolicy,
+    /// The file SIGHUP reads again; `None` runs on built-in defaults.
+    pub config_path: Option<PathBuf>,
+}
+
+pub struct DaemonParts {
+    pub config: Config,
+    pub config_path: Option<PathBuf>,
+    pub plugins: Arc<PluginHost>,
+    pub docker: Option<Arc<DockerSandboxProvider>>,
+    pub sandboxes: Arc<dyn SandboxProvider>,
+    pub docker_error: Option<String>,
+    pub history: History,
+    pub socket: PathBuf,
+    pub policy: AccessPolicy,
+}
+
+impl Daemon {
+    pub fn new(p: DaemonParts) -> Self {
+        let runs = Arc::new(RunManager::new(
+            p.history.clone(),
+            p.config.daemon.max_concurrent_runs,
+        ));
+        let generation = Generation::new(p.config, p.plugins.clone(), p.sandboxes.clone());
+        Daemon {
+            generation: RwLock::new(Arc::new(generation)),
+            plugins: p.plugins,
+            docker: p.docker,
+            sandboxes: p.sandboxes,
+            docker_error: p.docker_error,
+            runs,
+            history: p.history,
+            started: Instant::now(),
+            socket: p.socket,
+            policy: p.policy,
+            config_path: p.config_path,
+        }
+    }
+
+    pub fn generation(&self) -> Arc<Generation> {
+        self.generation
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn swap_config(&self, config: Config) {
+        let next = Generation::new(config, self.plugins.clone(), self.sandboxes.clone());
+        *self.generation.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+}

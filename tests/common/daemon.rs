@@ -1,0 +1,325 @@
+//! The real `agentd serve`, spawned, and a raw HTTP/1.1 client over its Unix
+//! socket (what `curl --unix-socket` sends, byte for byte).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentd::testkit::FakeLlm;
+use serde_json::Value;
+
+use super::plugins_dir;
+
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub plugins: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    pub state_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+pub const DAEMON_PLUGINS: &[&str] = &["toolcall", "terminate", "echo", "bash", "misbehave"];
+
+/// The configuration every daemon test starts from; `extra` is appended
+/// (more `[daemon]` keys first, then other tables).
+pub fn config_text(llm: &FakeLlm, dir: &Path, plugins: &Path, extra: &str) -> String {
+    format!(
+        "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key = \"k\"\nretry_backoff_ms = 10\n\n\
+         [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nshutdown_grace = 2\n{extra}\n\n\
+         [sandbox]\nimage = \"agentd-sandbox-tiny:latest\"\n",
+        llm.base_url(),
+        plugins.display(),
+        dir.join("state").display(),
+        dir.join("agentd.sock").display(),
+    )
+}
+
+impl Daemon {
+    /// Writes a configuration and starts `agentd serve`, waiting until the
+    /// socket answers.
+    pub fn start(llm: &FakeLlm, extra: &str) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = plugins_dir(DAEMON_PLUGINS);
+        let config = dir.path().join("agentd.toml");
+        std::fs::write(&config, config_text(llm, dir.path(), plugins.path(), extra))
+            .expect("write config");
+        let mut d = Daemon {
+            child: None,
+            socket: dir.path().join("agentd.sock"),
+            state_dir: dir.path().join("state"),
+            log: dir.path().join("daemon.log"),
+            config,
+            dir,
+            plugins,
+        };
+        d.spawn(&[]);
+        d
+    }
+
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&self.config)
+            .env_remove("AGENTD_CONFIG")
+            .env_remove("AGENTD_SOCKET")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env("AGENTD_LOG", "info");
+        cmd
+    }
+
+    /// (Re)starts the daemon process on the same folders.
+    pub fn spawn(&mut self, env: &[(&str, &str)]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let mut cmd = self.command();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn agentd serve");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok((200, _)) = try_request(&self.socket, "GET", "/v1/status", None) {
+                return;
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("agentd serve exited ({status}):\n{}", self.log_text());
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "agentd serve not ready:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                panic!("agentd did not exit in time:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        request(&self.socket, "GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        request(&self.socket, "POST", path, Some(body.as_bytes()))
+    }
+
+    /// Starts a run and returns its id.
+    pub fn create_run(&self, agent: &str, request_text: &str) -> String {
+        let body = serde_json::json!({"agent": agent, "request": request_text}).to_string();
+        let (status, v) = self.post("/v1/runs", &body);
+        assert_eq!(status, 201, "{v}");
+        v["id"].as_str().expect("run id").to_string()
+    }
+
+    /// Polls until the run has ended and returns its record.
+    pub fn wait_run(&self, id: &str, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let (status, v) = self.get(&format!("/v1/runs/{id}"));
+            assert_eq!(status, 200, "{v}");
+            if v["state"] == "ended" {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "run {id} did not end: {v}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The whole event stream of a run (follows it until `run_ended`).
+    pub fn events(&self, id: &str) -> Vec<Value> {
+        let (status, body) = raw(&self.socket, "GET", &format!("/v1/runs/{id}/events"), None)
+            .expect("events request");
+        assert_eq!(status, 200);
+        ndjson(&body)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            // SIGTERM so that the daemon removes its sandboxes.
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn ndjson(body: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l:?}: {e}")))
+        .collect()
+}
+
+/// One request, JSON body parsed (`Value::Null` for an empty body).
+pub fn request(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+    let (status, bytes) = raw(socket, method, path, body)
+        .unwrap_or_else(|e| panic!("{method} {path} over {}: {e}", socket.display()));
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        })
+    };
+    (status, value)
+}
+
+pub fn try_request(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> std::io::Result<(u16, Vec<u8>)> {
+    raw(socket, method, path, body)
+}
+
+/// HTTP/1.1 with `Connection: close`: status and the de-chunked body.
+pub fn raw(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut stream = UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n");
+    if let Some(b) = body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    if let Some(b) = body {
+        // A refused (too large) body may be answered before it is all sent.
+        let _ = stream.write_all(b);
+    }
+    read_response(stream)
+}
+
+pub fn read_response(stream: UnixStream) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line)?;
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line {status_line:?}")))?;
+    let mut chunked = false;
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+            chunked = true;
+        }
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse::<usize>().ok();
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let n = usize::from_str_radix(size.trim(), 16)
+                .map_err(|_| std::io::Error::other(format!("bad chunk size {size:?}")))?;
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk)?;
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = length {
+        body.resize(n, 0);
+        reader.read_exact(&mut body)?;
+    } else {
+        reader.read_to_end(&mut body)?;
+    }
+    Ok((status, body))
+}

@@ -1,0 +1,330 @@
+//! `agentd serve`, spawned, driven over its Unix socket with raw HTTP/1.1:
+//! runs end to end, following, the queue, cancelling, and every error the
+//! API promises.
+
+mod common;
+
+use std::time::Duration;
+
+use agentd::testkit::{FakeLlm, Reply};
+use common::daemon::{raw, request, Daemon};
+use serde_json::Value;
+
+const AGENTS: &str = "\n[agents.echoer]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = 5\n";
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+async fn daemon(extra: &str) -> (FakeLlm, Daemon) {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let extra = format!("{extra}\n{AGENTS}");
+    let d = tokio::task::block_in_place(|| Daemon::start(&llm, &extra));
+    (llm, d)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_end_to_end_over_raw_http() {
+    let (llm, d) = daemon("").await;
+    llm.push_for(
+        "say hi",
+        [
+            Reply::call("echo", r#"{"text":"hi there"}"#),
+            Reply::terminate(),
+        ],
+    );
+    tokio::task::block_in_place(|| {
+        let body = r#"{"agent": "echoer", "request": "say hi"}"#;
+        let (status, created) = d.post("/v1/runs", body);
+        assert_eq!(status, 201, "{created}");
+        let id = created["id"].as_str().expect("id").to_string();
+        assert!(
+            ["queued", "running"].contains(&created["state"].as_str().unwrap_or("")),
+            "{created}"
+        );
+        assert!(created.get("outcome").is_none(), "no outcome while running");
+
+        let events = d.events(&id);
+        let kinds = types(&events);
+        for expected in [
+            "run_started",
+            "step_started",
+            "assistant_message",
+            "tool_call",
+            "tool_result",
+            "step_finished",
+            "run_ended",
+        ] {
+            assert!(kinds.contains(&expected.to_string()), "{kinds:?}");
+        }
+        assert_eq!(kinds.last().map(String::as_str), Some("run_ended"));
+        let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+        let echo = events
+            .iter()
+            .find(|e| e["type"] == "tool_result" && e["name"] == "echo")
+            .expect("echo result");
+        assert!(echo["output"].as_str().unwrap_or("").contains("hi there"));
+
+        let record = d.wait_run(&id, Duration::from_secs(30));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        assert_eq!(record["steps"], 2);
+        assert_eq!(record["agent"], "echoer");
+        let roles: Vec<_> = record["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(roles.first().map(String::as_str), Some("user"));
+        assert!(roles.contains(&"tool".to_string()), "{roles:?}");
+
+        let (status, list) = d.get("/v1/runs");
+        assert_eq!(status, 200);
+        assert_eq!(list["runs"][0]["id"], id.as_str());
+        assert!(list["runs"][0].get("messages").is_none());
+
+        let (status, st) = d.get("/v1/status");
+        assert_eq!(status, 200);
+        assert_eq!(st["version"], env!("CARGO_PKG_VERSION"));
+        assert!(st["plugins_loaded"].as_u64().unwrap_or(0) >= 5, "{st}");
+        assert_eq!(st["runs_active"], 0);
+
+        let (status, agents) = d.get("/v1/agents");
+        assert_eq!(status, 200);
+        let names: Vec<_> = agents["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .map(|a| a["name"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert!(names.contains(&"echoer".to_string()), "{names:?}");
+        let (status, plugins) = d.get("/v1/plugins");
+        assert_eq!(status, 200);
+        assert!(plugins["plugins"]
+            .as_array()
+            .expect("plugins")
+            .iter()
+            .any(|p| p["name"] == "echo" && p["kind"] == "tool"));
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_clients_follow_one_run_and_a_late_one_sees_it_all() {
+    let (llm, d) = daemon("").await;
+    let slow = |r: Reply| Reply::Delayed(Duration::from_millis(400), Box::new(r));
+    llm.push_for(
+        "follow me",
+        [
+            slow(Reply::call("echo", r#"{"text":"one"}"#)),
+            slow(Reply::call("echo", r#"{"text":"two"}"#)),
+            slow(Reply::terminate()),
+        ],
+    );
+    tokio::task::block_in_place(|| {
+        let id = d.create_run("echoer", "follow me");
+        let socket = d.socket.clone();
+        let path = format!("/v1/runs/{id}/events");
+        let first = {
+            let (socket, path) = (socket.clone(), path.clone());
+            std::thread::spawn(move || raw(&socket, "GET", &path, None))
+        };
+        // The second attaches once the run is well under way.
+        std::thread::sleep(Duration::from_millis(700));
+        let second = std::thread::spawn(move || raw(&socket, "GET", &path, None));
+        let (s1, b1) = first.join().expect("join").expect("first follower");
+        let (s2, b2) = second.join().expect("join").expect("second follower");
+        assert_eq!((s1, s2), (200, 200));
+        let e1 = common::daemon::ndjson(&b1);
+        let e2 = common::daemon::ndjson(&b2);
+        assert_eq!(e1, e2, "both followers see the same events");
+        assert_eq!(e1[0]["type"], "run_started");
+        assert_eq!(e1.last().expect("events")["type"], "run_ended");
+        // After the end the history serves the same events.
+        assert_eq!(d.events(&id), e1);
+        // follow=false returns at once with what exists.
+        let (status, body) = raw(
+            &d.socket,
+            "GET",
+            &format!("/v1/runs/{id}/events?follow=false"),
+            None,
+        )
+        .expect("events");
+        assert_eq!(status, 200);
+        assert_eq!(common::daemon::ndjson(&body), e1);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_beyond_the_limit_wait_queued_and_cancel_works_in_the_queue() {
+    let (llm, d) = daemon("max_concurrent_runs = 1").await;
+    llm.push_for(
+        "first",
+        [Reply::Delayed(
+            Duration::from_millis(1500),
+            Box::new(Reply::terminate()),
+        )],
+    );
+    llm.push_for("second", [Reply::terminate()]);
+    llm.push_for("third", [Reply::terminate()]);
+    tokio::task::block_in_place(|| {
+        let first = d.create_run("echoer", "first");
+        let second = d.create_run("echoer", "second");
+        let third = d.create_run("echoer", "third");
+        let (_, v) = d.get(&format!("/v1/runs/{second}"));
+        assert_eq!(v["state"], "queued", "{v}");
+        let (_, st) = d.get("/v1/status");
+        assert_eq!(st["runs_queued"], 2, "{st}");
+        assert_eq!(st["runs_active"], 1, "{st}");
+
+        let (status, v) = d.post(&format!("/v1/runs/{third}/cancel"), "");
+        assert_eq!(status, 202, "{v}");
+        let third = d.wait_run(&third, Duration::from_secs(10));
+        assert_eq!(third["outcome"], "cancelled");
+        assert_eq!(third["steps"], 0);
+
+        assert_eq!(
+            d.wait_run(&first, Duration::from_secs(30))["outcome"],
+            "finished"
+        );
+        let second = d.wait_run(&second, Duration::from_secs(30));
+        assert_eq!(second["outcome"], "finished");
+        assert!(second["started_at_ms"].as_i64() > Some(0));
+
+        // Cancelling a run that has ended is a conflict.
+        let (status, v) = d.post(&format!("/v1/runs/{first}/cancel"), "");
+        assert_eq!(status, 409, "{v}");
+        assert_eq!(v["error"]["code"], "conflict");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_json_errors_and_the_daemon_keeps_serving() {
+    let (llm, d) = daemon("max_request_bytes = 4096").await;
+    llm.push_for("still fine", [Reply::terminate()]);
+    tokio::task::block_in_place(|| {
+        let check = |(status, v): (u16, Value), want_status: u16, want_code: &str| {
+            assert_eq!(status, want_status, "{v}");
+            assert_eq!(v["error"]["code"], want_code, "{v}");
+            assert!(!v["error"]["message"].as_str().unwrap_or("").is_empty());
+        };
+        check(d.post("/v1/runs", "{not json"), 400, "bad_request");
+        check(
+            d.post("/v1/runs", r#"{"agent": "echoer"}"#),
+            400,
+            "bad_request",
+        );
+        check(
+            d.post(
+                "/v1/runs",
+                r#"{"agent": "echoer", "request": "x", "typo": 1}"#,
+            ),
+            400,
+            "bad_request",
+        );
+        check(
+            d.post("/v1/runs", r#"{"agent": "nobody", "request": "x"}"#),
+            404,
+            "unknown_agent",
+        );
+        let huge = format!(
+            r#"{{"agent": "echoer", "request": "{}"}}"#,
+            "x".repeat(10_000)
+        );
+        check(d.post("/v1/runs", &huge), 413, "payload_too_large");
+        check(d.get("/v1/nothing/here"), 404, "not_found");
+        check(d.get("/v1/runs/0123456789abcdef"), 404, "not_found");
+        check(d.get("/v1/runs/0123456789abcdef/events"), 404, "not_found");
+        check(
+            d.post("/v1/runs/0123456789abcdef/cancel", ""),
+            404,
+            "not_found",
+        );
+        check(
+            request(&d.socket, "DELETE", "/v1/status", None),
+            405,
+            "method_not_allowed",
+        );
+        check(d.get("/v1/runs?limit=abc"), 400, "bad_request");
+
+        let id = d.create_run("echoer", "still fine");
+        assert_eq!(
+            d.wait_run(&id, Duration::from_secs(30))["outcome"],
+            "finished"
+        );
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_are_listed_newest_first_page_by_page() {
+    let (llm, d) = daemon("").await;
+    llm.set_fallback(Reply::terminate());
+    tokio::task::block_in_place(|| {
+        let ids: Vec<String> = (0..5)
+            .map(|i| d.create_run("echoer", &format!("run {i}")))
+            .collect();
+        for id in &ids {
+            d.wait_run(id, Duration::from_secs(30));
+        }
+        let (status, page1) = d.get("/v1/runs?limit=3");
+        assert_eq!(status, 200);
+        let got: Vec<_> = page1["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .map(|r| r["id"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(got, vec![ids[4].clone(), ids[3].clone(), ids[2].clone()]);
+        let before = page1["next_before"].as_i64().expect("next page");
+        let (_, page2) = d.get(&format!("/v1/runs?limit=3&before={before}"));
+        let got: Vec<_> = page2["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .map(|r| r["id"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(got, vec![ids[1].clone(), ids[0].clone()]);
+        assert!(page2.get("next_before").is_none(), "{page2}");
+    });
+}
+
+/// Needs root to act as another user.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_who_is_not_allowed_gets_403() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs a client as another user and needs root"
+    );
+    let (_llm, d) = daemon("").await;
+    tokio::task::block_in_place(|| {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        // Let `nobody` reach the socket at all: the file mode is the first
+        // gate, the credential check the second, tested here.
+        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod dir");
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args(["status", "--json", "--socket"])
+            .arg(&d.socket)
+            .uid(65534)
+            .gid(65534)
+            .env_remove("AGENTD_CONFIG")
+            .output()
+            .expect("run the client as nobody");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("uid 65534 may not use this socket"),
+            "{stderr}"
+        );
+        // Root (our own user) is still served.
+        assert_eq!(d.get("/v1/status").0, 200);
+    });
+}
