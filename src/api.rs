@@ -138,6 +138,7 @@ pub struct Status {
     pub state_dir: String,
     /// False once SIGTERM arrived: new runs are refused with 503.
     pub accepting_runs: bool,
+    pub plugin_cache: CacheStatus,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -162,4 +163,58 @@ pub struct ErrorDetail {
     pub code: String,
     /// For people; may change between versions.
     pub message: String,
+}
+
+/// `GET /v1/status`'s `plugin_cache`: how plugins were loaded since this
+/// daemon process started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CacheStatus {
+    pub enabled: bool,
+    /// Plugins taken compiled from `<state_dir>/cache`.
+    pub hits: u64,
+    /// Plugins compiled because the cache had no sound entry.
+    pub misses: u64,
+}
+
+/// One line of `GET /v1/events`, the daemon-wide stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonEventLine {
+    pub seq: u64,
+    pub at_ms: i64,
+    #[serde(flatten)]
+    pub event: DaemonEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DaemonEvent {
+    PluginLoaded(PluginChangeInfo),
+    PluginReplaced(PluginChangeInfo),
+    PluginFailed(PluginChangeInfo),
+    PluginRemoved(PluginChangeInfo),
+    PluginConflict(PluginChangeInfo),
+    RunCreated {
+        run_id: String,
+        agent: String,
+    },
+    RunEnded {
+        run_id: String,
+        agent: String,
+        outcome: Outcome,
+    },
+}
+
+/// A plugin file's change, as the event stream reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginChangeInfo {
+    pub plugin: String,
+    pub file: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The version serving before (`replaced`, `removed`) or still serving
+    /// instead of this file (`failed`, `conflict`).
+    #[serde(default)]
+    pub previous_version: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
 }

@@ -19,9 +19,9 @@ use crate::api::{EventLine, RunState, RunView};
 
 const TICK: Duration = Duration::from_millis(200);
 
-/// A restarting daemon is briefly unreachable; this is how long a broken
-/// stream waits for it before giving up.
-const RECONNECT_TRIES: u32 = 10;
+/// A restarting daemon is unreachable while it starts (compiling plugins
+/// can take seconds); this is how long a broken stream waits for it.
+const RECONNECT_TRIES: u32 = 30;
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,10 @@ async fn recover(
     let mut tries = 0;
     let record = loop {
         match client.get::<RunView>(&path).await {
-            Err(ClientError::Connect { .. }) if tries + 1 < RECONNECT_TRIES => {
+            // Anything but an answer: the daemon is not (fully) back yet.
+            Err(ClientError::Connect { .. } | ClientError::Protocol(_))
+                if tries + 1 < RECONNECT_TRIES =>
+            {
                 tries += 1;
                 tokio::time::sleep(RECONNECT_DELAY).await;
             }

@@ -143,7 +143,17 @@ fn status_text(s: &Status) -> String {
             "runs",
             format!("{} running, {} queued", s.runs_active, s.runs_queued),
         ),
-        ("plugins", format!("{} loaded", s.plugins_loaded)),
+        (
+            "plugins",
+            if s.plugin_cache.enabled {
+                format!(
+                    "{} loaded ({} from the compile cache, {} compiled)",
+                    s.plugins_loaded, s.plugin_cache.hits, s.plugin_cache.misses
+                )
+            } else {
+                format!("{} loaded (compile cache off)", s.plugins_loaded)
+            },
+        ),
         ("sandbox", sandbox),
         ("accepting", accepting.to_string()),
     ];
@@ -210,7 +220,16 @@ mod tests {
             socket: "/run/agentd/agentd.sock".into(),
             state_dir: "/var/lib/agentd".into(),
             accepting_runs: true,
+            plugin_cache: crate::api::CacheStatus {
+                enabled: true,
+                hits: 4,
+                misses: 1,
+            },
         });
+        assert!(
+            text.contains("plugins    5 loaded (4 from the compile cache, 1 compiled)\n"),
+            "{text}"
+        );
         assert!(text.contains("uptime     1m05s\n"), "{text}");
         assert!(text.contains("runs       2 running, 0 queued\n"), "{text}");
         assert!(

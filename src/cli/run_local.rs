@@ -46,9 +46,6 @@ async fn load_plugins(config: &Config) -> Result<Arc<PluginHost>, i32> {
 }
 
 pub async fn run(args: RunArgs) -> i32 {
-    if !args.local {
-        return fail("only `agentd run --local` is available in this version: the daemon is not part of it yet");
-    }
     let config = match load_config(args.config.as_deref()) {
         Ok(c) => c,
         Err(code) => return code,
@@ -165,9 +162,6 @@ fn reap_in_background(provider: Arc<DockerSandboxProvider>, run_id: String) {
 }
 
 pub async fn plugins(args: PluginsArgs) -> i32 {
-    if !args.local {
-        return fail("only `agentd plugins --local` is available in this version: the daemon is not part of it yet");
-    }
     let config = match load_config(args.config.as_deref()) {
         Ok(c) => c,
         Err(code) => return code,

@@ -35,11 +35,12 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Live only when stderr is a terminal: escape codes in a log file or a
-    /// pipe are noise.
+    /// Live only when stderr is a terminal that understands the redraw:
+    /// escape codes in a log file, a pipe or an Emacs shell are noise.
     pub fn for_stderr(status: LiveStatus) -> Self {
+        let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
         Progress {
-            live: std::io::stderr().is_terminal().then_some(status),
+            live: (std::io::stderr().is_terminal() && !dumb).then_some(status),
             drawn: false,
         }
     }

@@ -6,10 +6,12 @@
 //! connects finds everything loaded.
 
 mod error;
+mod event_bus;
 mod event_log;
 pub mod history;
 mod listener;
 mod peer;
+mod plugin_events;
 mod routes;
 mod runs;
 mod state;
@@ -95,10 +97,15 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         )),
     };
 
-    let plugins = Arc::new(PluginHost::new(EngineLimits {
-        max_concurrent_runs: config.daemon.max_concurrent_runs,
-    })?);
-    load_plugins(&plugins, &config.daemon.plugins_dir).await;
+    let bus = Arc::new(event_bus::EventBus::default());
+    let plugins = Arc::new(
+        PluginHost::new(EngineLimits {
+            max_concurrent_runs: config.daemon.max_concurrent_runs,
+        })?
+        .with_cache_dir(config.daemon.state_dir.join("cache")),
+    );
+    let plugins_dir = config.daemon.plugins_dir.clone();
+    load_plugins(&plugins, &plugins_dir, &bus).await;
 
     let socket_path = config
         .daemon
@@ -119,7 +126,10 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         history: history.clone(),
         socket: bound.path.clone(),
         policy: AccessPolicy::new(group),
+        bus: bus.clone(),
     }));
+    daemon.warn_missing_plugins();
+    let _watcher = watch_plugins(plugins_dir, &daemon);
 
     let app = routes::router(daemon.clone(), max_body)
         .into_make_service_with_connect_info::<peer::Peer>();
@@ -165,17 +175,50 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     Ok(0)
 }
 
-async fn load_plugins(plugins: &PluginHost, dir: &Path) {
-    match plugins.load_dir(dir).await {
-        Ok(report) => {
-            info!(loaded = report.loaded.len(), dir = %dir.display(), "plugins loaded");
-            for (file, e) in &report.failed {
-                warn!(file = %file.display(), error = %e, "plugin not loaded");
+async fn load_plugins(plugins: &PluginHost, dir: &Path, bus: &event_bus::EventBus) {
+    // A missing folder is created so that the watcher has something to
+    // watch and a user can drop plugins in without restarting.
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        warn!(dir = %dir.display(), error = %e, "cannot create the plugins folder");
+    }
+    match plugins.try_rescan(dir).await {
+        Ok(changes) => {
+            for change in &changes {
+                plugin_events::report(bus, change);
             }
+            let snapshot = plugins.snapshot();
+            info!(
+                loaded = snapshot.strategies.len() + snapshot.tools.len(),
+                from_cache = plugins.cache_hits(),
+                compiled = plugins.cache_misses(),
+                dir = %dir.display(),
+                "plugins ready"
+            );
         }
         // The daemon still serves its history and status; runs fail with
         // "plugin not loaded" until the folder is fixed.
         Err(e) => error!(dir = %dir.display(), error = %e, "cannot read the plugins folder"),
+    }
+}
+
+/// Keeps the plugin set in line with the folder. Without a watcher (an
+/// inotify limit reached, say) the daemon still works and
+/// `POST /v1/plugins/reload` rescans on demand.
+fn watch_plugins(dir: PathBuf, daemon: &Arc<Daemon>) -> Option<crate::plugin::PluginWatcher> {
+    let bus = daemon.bus.clone();
+    let d = Arc::downgrade(daemon);
+    let on_change = Arc::new(move |change: &crate::plugin::PluginChange| {
+        plugin_events::report(&bus, change);
+        if let Some(d) = d.upgrade() {
+            d.warn_missing_plugins();
+        }
+    });
+    match crate::plugin::watch(daemon.plugins.clone(), dir.clone(), on_change) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            warn!(dir = %dir.display(), error = %e, "not watching the plugins folder; use POST /v1/plugins/reload");
+            None
+        }
     }
 }
 
@@ -278,6 +321,7 @@ fn reload(daemon: &Daemon) {
             }
             daemon.swap_config(config);
             info!(file = %path.display(), "configuration reloaded");
+            daemon.warn_missing_plugins();
         }
         Err(e) => {
             error!(error = %e, "configuration reload refused; keeping the running configuration")

@@ -20,7 +20,7 @@ use super::peer::Peer;
 use super::runs::CancelError;
 use super::state::{AgentLookupError, Daemon};
 use crate::api::{
-    AgentList, AgentView, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
+    AgentList, AgentView, CacheStatus, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
 };
 
 type Shared = State<Arc<Daemon>>;
@@ -30,6 +30,8 @@ pub fn router(daemon: Arc<Daemon>, max_body: usize) -> Router {
         .route("/v1/status", get(status))
         .route("/v1/agents", get(agents))
         .route("/v1/plugins", get(plugins))
+        .route("/v1/plugins/reload", post(reload_plugins))
+        .route("/v1/events", get(daemon_events))
         .route("/v1/runs", post(create_run).get(list_runs))
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/runs/{id}/events", get(run_events))
@@ -118,53 +120,73 @@ async fn status(State(d): Shared) -> Json<Status> {
         socket: d.socket.display().to_string(),
         state_dir: generation.config.daemon.state_dir.display().to_string(),
         accepting_runs: d.runs.accepting(),
+        plugin_cache: CacheStatus {
+            enabled: d.plugins.cache_dir().is_some(),
+            hits: d.plugins.cache_hits(),
+            misses: d.plugins.cache_misses(),
+        },
     })
 }
 
 async fn agents(State(d): Shared) -> Json<AgentList> {
     let generation = d.generation();
-    let snapshot = d.plugins.snapshot();
+    let mut missing: std::collections::HashMap<_, _> =
+        d.agents_missing_plugins().into_iter().collect();
     let agents = generation
         .config
         .agents
         .values()
-        .map(|a| {
-            let mut missing = Vec::new();
-            if snapshot.strategy(&a.strategy).is_none() {
-                missing.push(a.strategy.clone());
-            }
-            missing.extend(
-                a.tools
-                    .iter()
-                    .filter(|t| snapshot.tool(t).is_none())
-                    .cloned(),
-            );
-            AgentView {
-                name: a.name.clone(),
-                strategy: a.strategy.clone(),
-                tools: a.tools.clone(),
-                max_steps: a.max_steps,
-                missing_plugins: missing,
-            }
+        .map(|a| AgentView {
+            name: a.name.clone(),
+            strategy: a.strategy.clone(),
+            tools: a.tools.clone(),
+            max_steps: a.max_steps,
+            missing_plugins: missing.remove(&a.name).unwrap_or_default(),
         })
         .collect();
     Json(AgentList { agents })
 }
 
+/// One row per file in the plugins folder: what it holds, whether it
+/// loaded, and for a file that failed, which version still serves.
 async fn plugins(State(d): Shared) -> Json<serde_json::Value> {
-    let metas = d.plugins.snapshot().metas();
-    let plugins: Vec<_> = metas
-        .into_iter()
-        .map(|m| {
-            let mut v = serde_json::to_value(&m).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("status".into(), "loaded".into());
-                obj.insert("error".into(), serde_json::Value::Null);
-            }
-            v
-        })
-        .collect();
-    Json(serde_json::json!({ "plugins": plugins }))
+    Json(serde_json::json!({ "plugins": d.plugins.statuses() }))
+}
+
+/// Rescans the plugins folder now instead of waiting for the watcher.
+async fn reload_plugins(State(d): Shared) -> Result<Json<serde_json::Value>, ApiError> {
+    let dir = d.generation().config.daemon.plugins_dir.clone();
+    let changes = d
+        .plugins
+        .try_rescan(&dir)
+        .await
+        .map_err(ApiError::internal)?;
+    for change in &changes {
+        super::plugin_events::report(&d.bus, change);
+    }
+    Ok(Json(serde_json::json!({ "changes": changes })))
+}
+
+#[derive(Deserialize)]
+struct BusQuery {
+    since: Option<u64>,
+}
+
+/// The daemon-wide NDJSON stream; it ends only when the client leaves.
+async fn daemon_events(
+    State(d): Shared,
+    query: Result<Query<BusQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let stream = d.bus.clone().follow(q.since);
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream.map(Ok::<_, Infallible>)),
+    )
+        .into_response())
 }
 
 /// The body is read as bytes and parsed here, whatever its content type:

@@ -17,10 +17,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn, Instrument};
 
+use super::event_bus::EventBus;
 use super::event_log::EventLog;
 use super::history::History;
 use crate::agent::{Agent, Message, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
-use crate::api::{EventLine, RunState, RunSummary, RunView};
+use crate::api::{DaemonEvent, EventLine, RunState, RunSummary, RunView};
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -77,16 +78,18 @@ pub struct RunManager {
     history: History,
     tasks: TaskTracker,
     accepting: AtomicBool,
+    bus: Arc<EventBus>,
 }
 
 impl RunManager {
-    pub fn new(history: History, max_concurrent_runs: u32) -> Self {
+    pub fn new(history: History, max_concurrent_runs: u32, bus: Arc<EventBus>) -> Self {
         RunManager {
             live: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(max_concurrent_runs.max(1) as usize)),
             history,
             tasks: TaskTracker::new(),
             accepting: AtomicBool::new(true),
+            bus,
         }
     }
 
@@ -147,6 +150,10 @@ impl RunManager {
         self.history.save_run(&summary);
         // A 201 means the run is on disk: a crash right after still lists it.
         self.history.flush().await;
+        self.bus.publish(DaemonEvent::RunCreated {
+            run_id: id.clone(),
+            agent: summary.agent.clone(),
+        });
         let me = self.clone();
         let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
         self.tasks
@@ -238,6 +245,11 @@ impl RunManager {
         self.history.flush().await;
         run.events.close();
         self.lock_live().remove(&run.id);
+        self.bus.publish(DaemonEvent::RunEnded {
+            run_id: run.id.clone(),
+            agent: ended.agent.clone(),
+            outcome: record.outcome,
+        });
         info!(outcome = %record.outcome, steps = record.steps, "run recorded");
     }
 

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use super::event_bus::EventBus;
 use super::history::History;
 use super::peer::AccessPolicy;
 use super::runs::RunManager;
@@ -108,6 +109,7 @@ pub struct Daemon {
     pub policy: AccessPolicy,
     /// The file SIGHUP reads again; `None` runs on built-in defaults.
     pub config_path: Option<PathBuf>,
+    pub bus: Arc<EventBus>,
 }
 
 pub struct DaemonParts {
@@ -120,6 +122,7 @@ pub struct DaemonParts {
     pub history: History,
     pub socket: PathBuf,
     pub policy: AccessPolicy,
+    pub bus: Arc<EventBus>,
 }
 
 impl Daemon {
@@ -127,6 +130,7 @@ impl Daemon {
         let runs = Arc::new(RunManager::new(
             p.history.clone(),
             p.config.daemon.max_concurrent_runs,
+            p.bus.clone(),
         ));
         let generation = Generation::new(p.config, p.plugins.clone(), p.sandboxes.clone());
         Daemon {
@@ -141,6 +145,7 @@ impl Daemon {
             socket: p.socket,
             policy: p.policy,
             config_path: p.config_path,
+            bus: p.bus,
         }
     }
 
@@ -154,6 +159,37 @@ impl Daemon {
     pub fn swap_config(&self, config: Config) {
         let next = Generation::new(config, self.plugins.clone(), self.sandboxes.clone());
         *self.generation.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+    }
+
+    /// Agents that name a plugin that is not loaded, with those plugins:
+    /// such an agent's runs would fail at once, so it is reported up front.
+    pub fn agents_missing_plugins(&self) -> Vec<(String, Vec<String>)> {
+        let generation = self.generation();
+        let snapshot = self.plugins.snapshot();
+        generation
+            .config
+            .agents
+            .values()
+            .filter_map(|a| {
+                let mut missing = Vec::new();
+                if snapshot.strategy(&a.strategy).is_none() {
+                    missing.push(a.strategy.clone());
+                }
+                missing.extend(
+                    a.tools
+                        .iter()
+                        .filter(|t| snapshot.tool(t).is_none())
+                        .cloned(),
+                );
+                (!missing.is_empty()).then(|| (a.name.clone(), missing))
+            })
+            .collect()
+    }
+
+    pub fn warn_missing_plugins(&self) {
+        for (agent, missing) in self.agents_missing_plugins() {
+            tracing::warn!(agent = %agent, missing = %missing.join(", "), "agent names plugins that are not loaded; its runs will fail until they are");
+        }
     }
 
     pub fn uptime(&self) -> Duration {

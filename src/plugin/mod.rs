@@ -1,13 +1,20 @@
 //! The WebAssembly plugin host: one engine, one linker per world, plugins
-//! compiled once and instantiated per run.
+//! compiled once (or taken from the compile cache) and instantiated per run;
+//! the plugins folder can be rescanned or watched, and the set is swapped
+//! whole so runs keep the versions they started with.
 
 pub mod bindings;
+mod cache;
 mod convert;
 pub mod engine;
+mod host;
+mod probe;
 pub mod registry;
+mod scan;
 mod stdio;
 pub mod strategy_host;
 pub mod tool_host;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +24,10 @@ use wasmtime_wasi::WasiCtx;
 
 use bindings::strategy::agentd::plugin::logging::Level;
 pub use engine::EngineLimits;
-pub use registry::{LoadReport, PluginHost, PluginKind, PluginMeta, PluginSet};
+pub use host::{PluginHost, MAX_COMPONENT_BYTES};
+pub use registry::{LoadReport, LoadedPlugin, PluginKind, PluginMeta, PluginSet};
+pub use scan::{is_plugin_file_name, ChangeKind, FileStatus, PluginChange, PluginStatus};
+pub use watch::{watch, PluginWatcher, QUIET as WATCH_QUIET};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PluginError {
@@ -33,6 +43,8 @@ pub enum PluginError {
         name: String,
         earlier: PathBuf,
     },
+    #[error("{}: {message}", path.display())]
+    Watch { path: PathBuf, message: String },
 }
 
 /// WASI for a plugin: no preopened directories, no environment, no

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use agentd::testkit::FakeLlm;
 use serde_json::Value;
 
-use super::plugins_dir;
+use super::{built_plugins, plugins_dir};
 
 pub struct Daemon {
     pub child: Option<Child>,
@@ -23,6 +23,13 @@ pub struct Daemon {
 }
 
 pub const DAEMON_PLUGINS: &[&str] = &["toolcall", "terminate", "echo", "bash", "misbehave"];
+
+/// An agent `versioned` on the test strategy `versioned_strategy`, which
+/// writes `strategy versioned_strategy <VERSION> step <N>` into the
+/// transcript at each step and finishes at step 3. It uses no tools, so it
+/// needs no sandbox. Append it to `extra`.
+pub const VERSIONED_STRATEGY_AGENT: &str =
+    "\n[agents.versioned]\nstrategy = \"versioned_strategy\"\ntools = []\nmax_steps = 10\n";
 
 /// The configuration every daemon test starts from; `extra` is appended
 /// (more `[daemon]` keys first, then other tables).
@@ -42,8 +49,25 @@ impl Daemon {
     /// Writes a configuration and starts `agentd serve`, waiting until the
     /// socket answers.
     pub fn start(llm: &FakeLlm, extra: &str) -> Daemon {
+        Self::start_in(llm, plugins_dir(DAEMON_PLUGINS), extra)
+    }
+
+    /// Like [`start`](Self::start), with exactly these plugin files in the
+    /// plugins folder: `(file name there, built component)`, e.g.
+    /// `("versioned_strategy.wasm", "versioned_strategy_v1")`.
+    pub fn start_with_plugins(llm: &FakeLlm, files: &[(&str, &str)], extra: &str) -> Daemon {
+        let plugins = tempfile::tempdir().expect("tempdir");
+        let built = built_plugins();
+        for (file, component) in files {
+            let from = built.join(format!("{component}.wasm"));
+            std::fs::copy(&from, plugins.path().join(file))
+                .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        }
+        Self::start_in(llm, plugins, extra)
+    }
+
+    fn start_in(llm: &FakeLlm, plugins: tempfile::TempDir, extra: &str) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
-        let plugins = plugins_dir(DAEMON_PLUGINS);
         let config = dir.path().join("agentd.toml");
         std::fs::write(&config, config_text(llm, dir.path(), plugins.path(), extra))
             .expect("write config");
@@ -145,6 +169,12 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM, then waits for the process to exit; returns its exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        self.signal(libc::SIGTERM);
+        self.wait_exit(Duration::from_secs(60))
+    }
+
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -192,6 +222,152 @@ impl Daemon {
             .expect("events request");
         assert_eq!(status, 200);
         ndjson(&body)
+    }
+}
+
+/// A response body that never ends (`GET /v1/events`), read as it comes:
+/// a thread decodes it into JSON lines and hands them over a channel, so
+/// the test waits for each with a timeout. Dropping it closes the
+/// connection.
+pub struct EventStream {
+    lines: std::sync::mpsc::Receiver<Value>,
+    conn: UnixStream,
+    /// Every line received so far, in order.
+    pub seen: Vec<Value>,
+}
+
+impl EventStream {
+    /// Sends `GET path` and checks for a 200; the lines then arrive in the
+    /// background.
+    pub fn open(socket: &Path, path: &str) -> EventStream {
+        let mut conn = UnixStream::connect(socket)
+            .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAccept: */*\r\n\r\n"
+        );
+        conn.write_all(head.as_bytes()).expect("send request");
+        let mut reader = BufReader::new(conn.try_clone().expect("clone stream"));
+        // The head comes at once; only the body waits for events.
+        conn.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("read timeout");
+        let mut status_line = String::new();
+        reader.read_line(&mut status_line).expect("status line");
+        assert!(
+            status_line.split_whitespace().nth(1) == Some("200"),
+            "GET {path}: {status_line}"
+        );
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            let line = line.trim_end().to_ascii_lowercase();
+            if line.is_empty() {
+                break;
+            }
+            if line.starts_with("transfer-encoding:") && line.contains("chunked") {
+                chunked = true;
+            }
+        }
+        // From here the reader blocks for as long as no event comes.
+        conn.set_read_timeout(None).expect("read timeout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut pending = Vec::new();
+            let mut deliver = |bytes: &[u8]| -> bool {
+                pending.extend_from_slice(bytes);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    let text = String::from_utf8_lossy(&line);
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    let value: Value = serde_json::from_str(text.trim())
+                        .unwrap_or_else(|e| panic!("bad event line {text:?}: {e}"));
+                    if tx.send(value).is_err() {
+                        return false;
+                    }
+                }
+                true
+            };
+            loop {
+                let chunk = if chunked {
+                    let mut size = String::new();
+                    match reader.read_line(&mut size) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    let mut chunk = vec![0; n + 2];
+                    if reader.read_exact(&mut chunk).is_err() {
+                        return;
+                    }
+                    chunk.truncate(n);
+                    chunk
+                } else {
+                    let mut buf = vec![0; 8192];
+                    match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            buf.truncate(n);
+                            buf
+                        }
+                    }
+                };
+                if !deliver(&chunk) {
+                    return;
+                }
+            }
+        });
+        EventStream {
+            lines: rx,
+            conn,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next line, if one comes within `within`.
+    pub fn next(&mut self, within: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(within).ok()?;
+        self.seen.push(line.clone());
+        Some(line)
+    }
+
+    /// Reads until a line matches `want` and returns it; panics after
+    /// `within` with what was seen.
+    pub fn wait_for(&mut self, within: Duration, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.next(left) {
+                Some(line) if want(&line) => return line,
+                Some(_) => {}
+                None => panic!(
+                    "no matching event within {within:?}; seen: {:#?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Reads whatever comes for `period` (whether or not lines keep coming).
+    pub fn drain_for(&mut self, period: Duration) {
+        let until = Instant::now() + period;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            if self.next(left).is_none() {
+                break;
+            }
+        }
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.conn.shutdown(std::net::Shutdown::Both);
     }
 }
 

@@ -1,0 +1,113 @@
+//! The daemon-wide event stream (`GET /v1/events`): plugin changes and run
+//! starts and ends. Unlike a run's events it never ends, so only the most
+//! recent ones are kept for replay; a follower that falls further behind
+//! than that skips ahead rather than holding memory for it.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use futures::Stream;
+use tokio::sync::watch;
+
+use super::runs::now_ms;
+use crate::api::{DaemonEvent, DaemonEventLine};
+
+/// Enough to replay the last few minutes of a busy daemon.
+const RETAINED: usize = 1024;
+
+pub struct EventBus {
+    lines: Mutex<VecDeque<(u64, Bytes)>>,
+    /// The seq of the newest line; followers wake when it moves.
+    newest: watch::Sender<u64>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        EventBus {
+            lines: Mutex::new(VecDeque::new()),
+            newest: watch::channel(0).0,
+        }
+    }
+}
+
+impl EventBus {
+    pub fn publish(&self, event: DaemonEvent) {
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = lines.back().map_or(1, |(s, _)| s + 1);
+        let line = DaemonEventLine {
+            seq,
+            at_ms: now_ms(),
+            event,
+        };
+        let Ok(mut json) = serde_json::to_vec(&line) else {
+            return;
+        };
+        json.push(b'\n');
+        lines.push_back((seq, Bytes::from(json)));
+        if lines.len() > RETAINED {
+            lines.pop_front();
+        }
+        drop(lines);
+        self.newest.send_replace(seq);
+    }
+
+    fn after(&self, seq: u64) -> Vec<(u64, Bytes)> {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().filter(|(s, _)| *s > seq).cloned().collect()
+    }
+
+    /// Events after `since` that are still retained (`None`: from now on),
+    /// then every new one.
+    pub fn follow(self: std::sync::Arc<Self>, since: Option<u64>) -> impl Stream<Item = Bytes> {
+        let mut rx = self.newest.subscribe();
+        let start = since.unwrap_or(*rx.borrow_and_update());
+        futures::stream::unfold((self, rx, start), |(bus, mut rx, seen)| async move {
+            loop {
+                let batch = bus.after(seen);
+                if let Some((last, _)) = batch.last() {
+                    let last = *last;
+                    let chunk: Vec<u8> = batch.into_iter().flat_map(|(_, b)| b.to_vec()).collect();
+                    return Some((Bytes::from(chunk), (bus, rx, last)));
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use std::sync::Arc;
+
+    fn created(n: usize) -> DaemonEvent {
+        DaemonEvent::RunCreated {
+            run_id: n.to_string(),
+            agent: "a".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn replays_what_is_retained_then_follows() {
+        let bus = Arc::new(EventBus::default());
+        for i in 0..RETAINED + 5 {
+            bus.publish(created(i));
+        }
+        let mut from_start = Box::pin(bus.clone().follow(Some(0)));
+        let first = from_start.next().await.expect("replay");
+        let lines: Vec<DaemonEventLine> = String::from_utf8_lossy(&first)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        assert_eq!(lines.len(), RETAINED, "only the retained events");
+        assert_eq!(lines[0].seq, 6);
+        let mut live = Box::pin(bus.clone().follow(None));
+        bus.publish(created(9999));
+        let next = live.next().await.expect("live event");
+        assert!(String::from_utf8_lossy(&next).contains("\"run_id\":\"9999\""));
+    }
+}

@@ -1,0 +1,365 @@
+//! The compile cache: machine code of plugin components, kept on disk so a
+//! restart (or a reload of an unchanged file) skips cranelift.
+//!
+//! Why it is built the way it is:
+//! - **Deserializing is `unsafe`.** wasmtime runs whatever machine code an
+//!   artefact holds, so only artefacts this process family wrote are ever
+//!   loaded: the folder must be ours and `0700` (else the cache is turned
+//!   off), entries are written to a temp file and renamed (a reader never
+//!   sees half an entry), and each entry carries the SHA-256 of its artefact,
+//!   checked before wasmtime sees a byte. Anything that does not check out is
+//!   logged, deleted and rebuilt: the cache is never trusted blindly.
+//! - **Deserialized from memory, not `deserialize_file`.** The file is read
+//!   once, verified, and those same bytes are deserialized: nothing can change
+//!   between the check and the use. `deserialize_file` would map the file and
+//!   page it in lazily, so an in-place overwrite of the entry (the very
+//!   corruption we guard against) would alter code already running. The
+//!   extra copy costs well under a millisecond for a plugin.
+//! - **Keyed by content and engine.** The key hashes the component's SHA-256
+//!   with the engine's `precompile_compatibility_hash` (wasmtime version,
+//!   target, compiler settings): a changed file or an upgraded agentd simply
+//!   misses, never loads stale or incompatible code.
+//! - **Our own format, not wasmtime's `cache` feature**, which pulls in zstd
+//!   and its C build for something a few dozen lines do.
+//!
+//! Entries are not pruned: one per plugin version seen, about the size of the
+//! component's machine code. Deleting the folder is always safe.
+
+use std::fs::{self, File, OpenOptions};
+use std::hash::{Hash, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+use tracing::{debug, warn};
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+/// Identifies an entry written by this code, and its layout version.
+const MAGIC: &[u8; 8] = b"AGDCWA01";
+/// `MAGIC`, the artefact's SHA-256, its length (u64 little endian).
+const HEADER_LEN: usize = MAGIC.len() + 32 + 8;
+/// Separates keys of this layout from any future one.
+const KEY_DOMAIN: &[u8] = b"agentd compile cache v1\0";
+/// An entry larger than this is not ours: refuse to read it into memory.
+const MAX_ENTRY_BYTES: u64 = 1 << 30;
+/// Temp files older than this were left by a process that died mid-write.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// Where a component's machine code came from, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Compiled,
+    Cache,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Compiled => "compiled",
+            Origin::Cache => "from cache",
+        }
+    }
+}
+
+pub struct CompileCache {
+    dir: PathBuf,
+    engine_hash: [u8; 32],
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl CompileCache {
+    /// Opens (creating it `0700` if needed) the cache folder. Refuses a folder
+    /// owned by another user: someone else could plant code in it.
+    pub fn open(dir: PathBuf, engine: &Engine) -> Result<Self, String> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let meta = fs::metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !meta.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(format!(
+                "{} belongs to uid {}, not to this process (uid {me}); refusing to load machine code from it",
+                dir.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o077 != 0 {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot make {} private (0700): {e}", dir.display()))?;
+        }
+        remove_stale_temps(&dir);
+        Ok(CompileCache {
+            dir,
+            engine_hash: engine_hash(engine),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    /// The entry for a component with this SHA-256 under this engine.
+    pub fn entry_path(&self, component_sha: &[u8; 32]) -> PathBuf {
+        let mut key = Sha256::new();
+        key.update(KEY_DOMAIN);
+        key.update(component_sha);
+        key.update(self.engine_hash);
+        self.dir
+            .join(format!("{}.cwasm", hex(&key.finalize().into())))
+    }
+
+    /// The component for `bytes` (whose SHA-256 is `sha`): from the cache if
+    /// a sound entry exists, else compiled and stored. Blocking: call it from
+    /// `spawn_blocking`. Cache trouble is logged and never fails the load;
+    /// only a component that does not compile does.
+    pub fn component(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        sha: &[u8; 32],
+        file: &Path,
+    ) -> wasmtime::Result<(Component, Origin)> {
+        let entry = self.entry_path(sha);
+        match read_verified(&entry) {
+            Ok(None) => {}
+            Ok(Some(buf)) => {
+                // SAFETY: the artefact was written by `store` below into a
+                // folder only this user can write, and its SHA-256 matched the
+                // one stored with it, so these are exactly the bytes
+                // `Component::serialize` produced. wasmtime checks itself that
+                // they suit this engine.
+                match unsafe { Component::deserialize(engine, &buf[HEADER_LEN..]) } {
+                    Ok(component) => {
+                        self.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok((component, Origin::Cache));
+                    }
+                    Err(e) => discard(&entry, file, &format!("cannot be deserialized: {e:#}")),
+                }
+            }
+            Err(reason) => discard(&entry, file, &reason),
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let component = Component::new(engine, bytes)?;
+        match component.serialize() {
+            Ok(artefact) => {
+                if let Err(e) = self.store(&entry, &artefact) {
+                    warn!(entry = %entry.display(), error = %e, "cannot write the compile cache entry; the plugin is loaded anyway");
+                }
+            }
+            Err(e) => {
+                warn!(file = %file.display(), error = %format!("{e:#}"), "cannot serialize the compiled plugin for the cache")
+            }
+        }
+        Ok((component, Origin::Compiled))
+    }
+
+    /// Temp file, fsync, rename: the entry appears whole or not at all, even
+    /// if the process dies mid-write or another host writes the same key.
+    fn store(&self, entry: &Path, artefact: &[u8]) -> std::io::Result<()> {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = entry
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp = self
+            .dir
+            .join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+        let written = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)?;
+            let len = u64::try_from(artefact.len()).map_err(std::io::Error::other)?;
+            f.write_all(MAGIC)?;
+            f.write_all(&Sha256::digest(artefact))?;
+            f.write_all(&len.to_le_bytes())?;
+            f.write_all(artefact)?;
+            f.sync_all()?;
+            fs::rename(&temp, entry)
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        written
+    }
+}
+
+/// `Ok(None)` when there is no entry; `Err(reason)` when there is one that is
+/// not exactly what `store` wrote. On success the buffer holds the header
+/// followed by the verified artefact.
+fn read_verified(entry: &Path) -> Result<Option<Vec<u8>>, String> {
+    let f = match File::open(entry) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot be read: {e}")),
+    };
+    let mut buf = Vec::new();
+    f.take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if buf.len() < HEADER_LEN {
+        return Err(format!("is truncated ({} bytes)", buf.len()));
+    }
+    if &buf[..MAGIC.len()] != MAGIC {
+        return Err("has no agentd cache header".into());
+    }
+    let stored_sha = &buf[MAGIC.len()..MAGIC.len() + 32];
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&buf[MAGIC.len() + 32..HEADER_LEN]);
+    let len = u64::from_le_bytes(len);
+    let actual = (buf.len() - HEADER_LEN) as u64;
+    if len != actual {
+        return Err(format!(
+            "holds {actual} bytes of artefact, its header says {len}"
+        ));
+    }
+    if Sha256::digest(&buf[HEADER_LEN..]).as_slice() != stored_sha {
+        return Err("does not match its checksum".into());
+    }
+    Ok(Some(buf))
+}
+
+fn discard(entry: &Path, file: &Path, reason: &str) {
+    warn!(entry = %entry.display(), file = %file.display(), "compile cache entry {reason}; deleting it and compiling again");
+    if let Err(e) = fs::remove_file(entry) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            warn!(entry = %entry.display(), error = %e, "cannot delete the bad cache entry");
+        }
+    }
+}
+
+fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') && name.ends_with(".tmp")) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_TEMP);
+        if stale {
+            debug!(file = %entry.path().display(), "removing a stale compile cache temp file");
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// `precompile_compatibility_hash` is only `impl Hash`: feed it to SHA-256
+/// rather than `DefaultHasher`, whose output may change between Rust
+/// releases and is too short to key machine code on.
+fn engine_hash(engine: &Engine) -> [u8; 32] {
+    struct ShaHasher(Sha256);
+    impl Hasher for ShaHasher {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+        fn finish(&self) -> u64 {
+            0
+        }
+    }
+    let mut h = ShaHasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut h);
+    h.0.finalize().into()
+}
+
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+pub fn hex(bytes: &[u8; 32]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(component)`: the smallest component, enough to exercise the cache.
+    const EMPTY_COMPONENT: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+
+    fn engine() -> Engine {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        Engine::new(&config).expect("engine")
+    }
+
+    #[test]
+    fn an_entry_is_used_only_while_it_verifies() {
+        let engine = engine();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = CompileCache::open(dir.path().join("cache"), &engine).expect("open");
+        let sha = sha256(&EMPTY_COMPONENT);
+        let file = Path::new("empty.wasm");
+        let load = || {
+            cache
+                .component(&engine, &EMPTY_COMPONENT, &sha, file)
+                .expect("component")
+                .1
+        };
+        assert_eq!(load(), Origin::Compiled);
+        assert_eq!(load(), Origin::Cache);
+        let entry = cache.entry_path(&sha);
+        let good = fs::read(&entry).expect("entry");
+        assert!(read_verified(&entry).expect("verifies").is_some());
+
+        let mut flipped = good.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        for bad in [flipped, good[..HEADER_LEN - 1].to_vec(), b"junk".to_vec()] {
+            fs::write(&entry, &bad).expect("corrupt");
+            assert!(read_verified(&entry).is_err());
+            assert_eq!(load(), Origin::Compiled, "rebuilt");
+            assert_eq!(fs::read(&entry).expect("entry"), good, "rewritten");
+        }
+        assert_eq!((cache.hits(), cache.misses()), (1, 4));
+    }
+
+    #[test]
+    fn the_key_covers_the_engine() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sha = sha256(&EMPTY_COMPONENT);
+        let a = CompileCache::open(dir.path().to_path_buf(), &engine()).expect("open");
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let other = Engine::new(&config).expect("engine");
+        let b = CompileCache::open(dir.path().to_path_buf(), &other).expect("open");
+        assert_ne!(a.entry_path(&sha), b.entry_path(&sha));
+        assert_eq!(a.entry_path(&sha), a.entry_path(&sha));
+    }
+}
