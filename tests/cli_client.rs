@@ -349,7 +349,7 @@ async fn status_prints_the_daemons_fields() {
         "version    0.1.0-fake\n",
         "uptime     1m05s\n",
         "runs       1 running, 2 queued\n",
-        "plugins    4 loaded\n",
+        "plugins    4 loaded (5 from the compile cache, 0 compiled)\n",
         "sandbox    unix:///var/run/docker.sock (reachable)\n",
     ] {
         assert!(stdout.contains(expected), "{expected:?} in {stdout}");

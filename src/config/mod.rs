@@ -59,7 +59,7 @@ pub struct LlmConfig {
     overrides: BTreeMap<String, LlmKeys>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
     pub plugins_dir: PathBuf,
     pub state_dir: PathBuf,

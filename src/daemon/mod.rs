@@ -309,16 +309,16 @@ fn reload(daemon: &Daemon) {
         return;
     };
     match Config::load(Some(path)) {
-        Ok(config) => {
+        Ok(mut config) => {
             let old = daemon.generation();
-            if config.sandbox != old.config.sandbox
-                || config.daemon.socket != old.config.daemon.socket
-                || config.daemon.state_dir != old.config.daemon.state_dir
-                || config.daemon.plugins_dir != old.config.daemon.plugins_dir
-                || config.daemon.max_concurrent_runs != old.config.daemon.max_concurrent_runs
-            {
-                warn!("SIGHUP: [sandbox] and the [daemon] socket, folders and max_concurrent_runs take effect at the next restart");
+            // The socket, folders, limits and sandbox are bound at start-up;
+            // taking them from the new file would make the status and the
+            // running daemon disagree.
+            if config.sandbox != old.config.sandbox || config.daemon != old.config.daemon {
+                warn!("SIGHUP: changes to [daemon] and [sandbox] take effect at the next restart; agents and [llm] are reloaded now");
             }
+            config.daemon = old.config.daemon.clone();
+            config.sandbox = old.config.sandbox.clone();
             daemon.swap_config(config);
             info!(file = %path.display(), "configuration reloaded");
             daemon.warn_missing_plugins();
