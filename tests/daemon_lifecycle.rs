@@ -4,34 +4,21 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
-use bollard::query_parameters::ListContainersOptionsBuilder;
 use common::daemon::{config_text, request, Daemon};
 
 const AGENTS: &str = "\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\n\n[agents.echoer]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\n";
 
-/// Containers labelled with any of these run ids.
+/// Containers of any of these runs.
 async fn containers_of(runs: &[String]) -> usize {
-    let docker = bollard::Docker::connect_with_defaults().expect("docker client");
     let mut n = 0;
     for run in runs {
-        let filters = HashMap::from([("label", vec![format!("agentd.run={run}")])]);
-        n += docker
-            .list_containers(Some(
-                ListContainersOptionsBuilder::default()
-                    .all(true)
-                    .filters(&filters)
-                    .build(),
-            ))
-            .await
-            .expect("list containers")
-            .len();
+        n += common::containers_of_run(run).await;
     }
     n
 }

@@ -4,28 +4,16 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
-use bollard::query_parameters::ListContainersOptionsBuilder;
 use common::daemon::Daemon;
 
 const AGENTS: &str = "max_concurrent_runs = 64\n\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\n";
 
 async fn containers(label: &str) -> usize {
-    let docker = bollard::Docker::connect_with_defaults().expect("docker client");
-    let filters = HashMap::from([("label", vec![label.to_string()])]);
-    docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::default()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .expect("list containers (is Docker running? scripts/ensure-docker.sh)")
-        .len()
+    common::containers_labelled(label).await.len()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,7 +4,8 @@
 //! scripts/ensure-docker.sh and build the image with
 //! `scripts/build-images.sh --tiny-only`.
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,8 +13,7 @@ use agentd::config::SandboxConfig;
 use agentd::sandbox::docker::{DockerSandbox, DockerSandboxProvider, LABEL_MANAGED, LABEL_RUN};
 use agentd::sandbox::{CommandSpec, Sandbox, SandboxError, SandboxProvider};
 use bollard::models::ContainerSummary;
-use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
-use bollard::Docker;
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
 
 /// The busybox image; `AGENTD_TEST_SANDBOX_IMAGE` runs the suite on
 /// another (e.g. `agentd-sandbox:latest`, with bash).
@@ -57,16 +57,8 @@ fn run_id(name: &str) -> String {
     )
 }
 
-async fn containers_of(docker: &Docker, run: &str) -> Vec<ContainerSummary> {
-    let filters = HashMap::from([("label", vec![format!("{LABEL_RUN}={run}")])]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    docker
-        .list_containers(Some(options))
-        .await
-        .expect("list containers")
+async fn containers_of(run: &str) -> Vec<ContainerSummary> {
+    common::containers_labelled(&format!("{LABEL_RUN}={run}")).await
 }
 
 /// Removes the container of a sandbox even if a test failed half-way.
@@ -104,12 +96,12 @@ async fn container_is_lazy_labelled_confined_and_removed() {
 
     sb.prepare().await.expect("prepare");
     assert!(
-        containers_of(&docker, &run).await.is_empty(),
+        containers_of(&run).await.is_empty(),
         "no container before first use"
     );
     assert_eq!(sh(&sb, "echo hi").await.stdout, "hi\n");
 
-    let found = containers_of(&docker, &run).await;
+    let found = containers_of(&run).await;
     assert_eq!(found.len(), 1);
     let labels = found[0].labels.clone().unwrap_or_default();
     assert_eq!(labels.get(LABEL_MANAGED).map(String::as_str), Some("true"));
@@ -135,10 +127,7 @@ async fn container_is_lazy_labelled_confined_and_removed() {
     assert_eq!(sh(&sb, "pwd").await.stdout, "/workspace\n");
 
     sb.destroy().await;
-    assert!(
-        containers_of(&docker, &run).await.is_empty(),
-        "destroy removes"
-    );
+    assert!(containers_of(&run).await.is_empty(), "destroy removes");
     sb.destroy().await; // idempotent
     let err = sb.shell("true", None).await.expect_err("destroyed");
     assert!(matches!(err, SandboxError::Failed(_)), "{err:?}");
@@ -151,13 +140,12 @@ async fn create_on_start_and_concurrent_first_use_make_one_container() {
         ..config()
     })
     .await;
-    let docker = p.docker().await.expect("docker");
 
     let run = run_id("eager");
     let eager = p.sandbox(&run);
     let _c1 = Cleanup(eager.clone());
     eager.prepare().await.expect("prepare");
-    assert_eq!(containers_of(&docker, &run).await.len(), 1);
+    assert_eq!(containers_of(&run).await.len(), 1);
     eager.destroy().await;
 
     let run = run_id("race");
@@ -177,9 +165,9 @@ async fn create_on_start_and_concurrent_first_use_make_one_container() {
     for w in writes {
         w.await.expect("join").expect("write");
     }
-    assert_eq!(containers_of(&docker, &run).await.len(), 1);
+    assert_eq!(containers_of(&run).await.len(), 1);
     sb.destroy().await;
-    assert!(containers_of(&docker, &run).await.is_empty());
+    assert!(containers_of(&run).await.is_empty());
 }
 
 #[tokio::test]
@@ -630,7 +618,6 @@ async fn engine_down_is_unavailable() {
 #[tokio::test]
 async fn reap_orphans_removes_only_unknown_runs() {
     let p = provider().await;
-    let docker = p.docker().await.expect("docker");
     let live = p.sandbox(&run_id("reap-live"));
     let orphan = p.sandbox(&run_id("reap-orphan"));
     let _c1 = Cleanup(live.clone());
@@ -640,16 +627,7 @@ async fn reap_orphans_removes_only_unknown_runs() {
 
     // Spare every other managed container (other tests, other users of this
     // engine): only the orphan is unknown.
-    let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
-    let all = docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::default()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .expect("list");
+    let all = common::containers_labelled(&format!("{LABEL_MANAGED}=true")).await;
     let keep: Vec<String> = all
         .iter()
         .filter_map(|c| c.labels.as_ref()?.get(LABEL_RUN).cloned())
@@ -659,8 +637,8 @@ async fn reap_orphans_removes_only_unknown_runs() {
 
     let removed = p.reap_orphans(&keep).await.expect("reap");
     assert_eq!(removed, 1);
-    assert!(containers_of(&docker, orphan.run_id()).await.is_empty());
-    assert_eq!(containers_of(&docker, live.run_id()).await.len(), 1);
+    assert!(containers_of(orphan.run_id()).await.is_empty());
+    assert_eq!(containers_of(live.run_id()).await.len(), 1);
     assert!(orphan.shell("true", None).await.is_err());
     assert_eq!(sh(&live, "echo alive").await.stdout, "alive\n");
     live.destroy().await;

@@ -14,7 +14,6 @@ use agentd::config::{AgentConfig, SandboxConfig};
 use agentd::sandbox::docker::DockerSandboxProvider;
 use agentd::sandbox::SandboxProvider;
 use agentd::testkit::Reply;
-use bollard::query_parameters::ListContainersOptionsBuilder;
 use bollard::Docker;
 use common::{tool_outputs, Harness};
 use tokio_util::sync::CancellationToken;
@@ -57,23 +56,8 @@ async fn docker() -> Docker {
     Docker::connect_with_defaults().expect("docker client")
 }
 
-/// Containers (running or not) labelled with this run id.
-async fn containers_labelled(run: &str) -> Vec<bollard::models::ContainerSummary> {
-    let filters = HashMap::from([("label", vec![format!("agentd.run={run}")])]);
-    docker()
-        .await
-        .list_containers(Some(
-            ListContainersOptionsBuilder::default()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .expect("list containers")
-}
-
 async fn containers_of(run: &str) -> usize {
-    containers_labelled(run).await.len()
+    common::containers_of_run(run).await
 }
 
 fn with_id(id: &str) -> RunOptions {
@@ -372,7 +356,7 @@ async fn a_container_removed_from_outside_ends_the_run_cleanly() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let d = docker().await;
-        for c in containers_labelled(&id).await {
+        for c in common::containers_labelled(&format!("agentd.run={id}")).await {
             d.remove_container(
                 c.id.as_deref().expect("id"),
                 Some(RemoveContainerOptionsBuilder::default().force(true).build()),

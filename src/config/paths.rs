@@ -21,16 +21,17 @@ fn home() -> PathBuf {
     env_path("HOME").unwrap_or_else(|| PathBuf::from("/tmp"))
 }
 
+/// A directory systemd made for the service (`StateDirectory=` and the
+/// like). It may pass several, colon-separated; the first is ours.
+fn systemd_dir(key: &str) -> Option<PathBuf> {
+    let dir = env_path(key)?;
+    let first = dir.to_string_lossy().split(':').next()?.to_string();
+    (!first.is_empty()).then(|| PathBuf::from(first))
+}
+
 pub fn default_state_dir() -> PathBuf {
-    if let Some(dir) = env_path("STATE_DIRECTORY") {
-        // systemd may pass several, colon-separated; the first is ours.
-        let first = dir
-            .to_string_lossy()
-            .split(':')
-            .next()
-            .unwrap_or("")
-            .to_string();
-        return PathBuf::from(first);
+    if let Some(dir) = systemd_dir("STATE_DIRECTORY") {
+        return dir;
     }
     if is_root() {
         return PathBuf::from("/var/lib/agentd");
@@ -62,14 +63,8 @@ pub fn default_socket_path() -> PathBuf {
     if let Some(p) = env_path("AGENTD_SOCKET") {
         return p;
     }
-    if let Some(dir) = env_path("RUNTIME_DIRECTORY") {
-        let first = dir
-            .to_string_lossy()
-            .split(':')
-            .next()
-            .unwrap_or("")
-            .to_string();
-        return PathBuf::from(first).join("agentd.sock");
+    if let Some(dir) = systemd_dir("RUNTIME_DIRECTORY") {
+        return dir.join("agentd.sock");
     }
     if is_root() {
         return PathBuf::from(SYSTEM_SOCKET);

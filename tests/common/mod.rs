@@ -154,3 +154,27 @@ pub fn tool_outputs(record: &agentd::agent::RunRecord) -> Vec<String> {
         .map(|m| m.content_str().to_string())
         .collect()
 }
+
+/// Containers (running or not) carrying `label` (`key=value`). Tests that
+/// call it need a Docker engine (scripts/ensure-docker.sh).
+pub async fn containers_labelled(label: &str) -> Vec<bollard::models::ContainerSummary> {
+    use bollard::query_parameters::ListContainersOptionsBuilder;
+    let docker = bollard::Docker::connect_with_defaults().expect("docker client");
+    let filters = std::collections::HashMap::from([("label", vec![label.to_string()])]);
+    docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::default()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .expect("list containers (is Docker running? scripts/ensure-docker.sh)")
+}
+
+/// How many containers belong to the run `run_id`.
+pub async fn containers_of_run(run_id: &str) -> usize {
+    containers_labelled(&format!("agentd.run={run_id}"))
+        .await
+        .len()
+}
