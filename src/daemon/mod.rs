@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{error, info, warn};
 
 use crate::config::{default_config_path, default_socket_path, Config};
@@ -66,6 +66,7 @@ pub async fn serve(config_path: Option<PathBuf>, socket: Option<PathBuf>) -> i32
 }
 
 async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i32> {
+    let mut signals = Signals::install()?;
     let group = match &config.daemon.socket_group {
         Some(name) => Some(resolve_group(name).map_err(anyhow::Error::msg)?),
         None => None,
@@ -148,7 +149,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     spawn_status_updates(daemon.clone());
     spawn_pruning(history.clone(), history_days);
 
-    wait_for_termination(&daemon).await;
+    signals.wait_for_termination(&daemon).await;
 
     systemd::stopping();
     info!(grace = ?grace, "shutting down");
@@ -278,23 +279,35 @@ fn spawn_status_updates(daemon: Arc<Daemon>) {
     });
 }
 
-/// Returns on SIGTERM or SIGINT; handles SIGHUP (configuration reload) in
-/// the meantime.
-async fn wait_for_termination(daemon: &Daemon) {
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        error!("cannot install signal handlers; stop the daemon with SIGKILL");
-        std::future::pending::<()>().await;
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
-            _ = hup.recv() => reload(daemon),
+/// The signals the daemon handles, installed before anything else starts:
+/// a SIGTERM that arrives during start-up must still mean a clean shutdown,
+/// not the default action (death without removing sandboxes).
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Self> {
+        let install =
+            |kind| signal(kind).map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"));
+        Ok(Signals {
+            term: install(SignalKind::terminate())?,
+            int: install(SignalKind::interrupt())?,
+            hup: install(SignalKind::hangup())?,
+        })
+    }
+
+    /// Returns on SIGTERM or SIGINT; handles SIGHUP (configuration reload)
+    /// in the meantime.
+    async fn wait_for_termination(&mut self, daemon: &Daemon) {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return,
+                _ = self.int.recv() => return,
+                _ = self.hup.recv() => reload(daemon),
+            }
         }
     }
 }

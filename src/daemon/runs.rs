@@ -48,6 +48,11 @@ impl LiveRun {
             .clone()
     }
 
+    /// Without cloning the summary: status polls read this for every run.
+    pub fn state(&self) -> RunState {
+        self.summary.lock().unwrap_or_else(|p| p.into_inner()).state
+    }
+
     pub fn view(&self) -> RunView {
         RunView {
             summary: self.summary(),
@@ -110,7 +115,7 @@ impl RunManager {
         let live = self.lock_live();
         let queued = live
             .values()
-            .filter(|r| r.summary().state == RunState::Queued)
+            .filter(|r| r.state() == RunState::Queued)
             .count();
         (queued, live.len() - queued)
     }
@@ -334,7 +339,7 @@ impl RunManager {
         self.tasks.close();
         let live: Vec<_> = self.lock_live().values().cloned().collect();
         for run in &live {
-            if run.summary().state == RunState::Queued {
+            if run.state() == RunState::Queued {
                 run.cancel.cancel();
             }
         }

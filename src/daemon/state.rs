@@ -110,6 +110,8 @@ pub struct Daemon {
     /// The file SIGHUP reads again; `None` runs on built-in defaults.
     pub config_path: Option<PathBuf>,
     pub bus: Arc<EventBus>,
+    /// What `warn_missing_plugins` said last.
+    missing_reported: std::sync::Mutex<Vec<(String, Vec<String>)>>,
 }
 
 pub struct DaemonParts {
@@ -146,6 +148,7 @@ impl Daemon {
             policy: p.policy,
             config_path: p.config_path,
             bus: p.bus,
+            missing_reported: Default::default(),
         }
     }
 
@@ -186,10 +189,25 @@ impl Daemon {
             .collect()
     }
 
+    /// Logs each agent whose missing plugins changed since the last call,
+    /// so a plugin swap that does not concern an agent stays quiet.
     pub fn warn_missing_plugins(&self) {
-        for (agent, missing) in self.agents_missing_plugins() {
-            tracing::warn!(agent = %agent, missing = %missing.join(", "), "agent names plugins that are not loaded; its runs will fail until they are");
+        let now = self.agents_missing_plugins();
+        let mut reported = self
+            .missing_reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for (agent, missing) in &now {
+            if !reported.contains(&(agent.clone(), missing.clone())) {
+                tracing::warn!(agent = %agent, missing = %missing.join(", "), "agent names plugins that are not loaded; its runs will fail until they are");
+            }
         }
+        for (agent, _) in reported.iter() {
+            if !now.iter().any(|(a, _)| a == agent) {
+                tracing::info!(agent = %agent, "every plugin the agent names is loaded now");
+            }
+        }
+        *reported = now;
     }
 
     pub fn uptime(&self) -> Duration {
