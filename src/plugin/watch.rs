@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -45,6 +45,13 @@ use super::PluginError;
 /// for `cp` of a plugin (milliseconds) and for a writer's short pauses; short
 /// enough that a reload feels immediate.
 pub const QUIET: Duration = Duration::from_millis(200);
+
+/// The quiet time after a file was renamed into place. An atomic rename
+/// puts a complete file under its name at once (that is why installers and
+/// editors use it), so there is nothing to wait for but the burst of events
+/// the same move produces; this keeps swap-to-serving well under the
+/// 300 ms a user notices, while files written in place still get [`QUIET`].
+pub const RENAMED_QUIET: Duration = Duration::from_millis(20);
 
 /// Called once per change a rescan made, on the watcher's task.
 pub type OnChange = Arc<dyn Fn(&PluginChange) + Send + Sync>;
@@ -116,6 +123,10 @@ impl Pending {
 
     fn note(&mut self, dir: &Path, event: &Event) {
         let due = Instant::now() + QUIET;
+        let renamed_in = matches!(
+            event.kind,
+            EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+        );
         if event.need_rescan() || event.paths.is_empty() {
             self.full = Some(due);
             return;
@@ -140,6 +151,13 @@ impl Pending {
                 continue;
             };
             if is_plugin_file_name(name) {
+                // With `Both` (a rename inside the folder) the last path is
+                // the new name; the old one is gone and needs no wait either.
+                let due = if renamed_in {
+                    Instant::now() + RENAMED_QUIET
+                } else {
+                    due
+                };
                 // Rebuilt from our own `dir`, so the path matches the host's
                 // however notify spelled it.
                 self.files.insert(dir.join(name), due);
@@ -281,6 +299,22 @@ mod tests {
         let due = p.take_due(Instant::now() + QUIET).expect("due");
         assert_eq!(due, Some(vec![file]));
         assert!(p.files.is_empty() && p.next_deadline().is_none());
+    }
+
+    #[test]
+    fn a_file_renamed_into_place_is_due_almost_at_once() {
+        let dir = Path::new("/plugins");
+        let file = dir.join("a.wasm");
+        let mut p = Pending::default();
+        let start = Instant::now();
+        let renamed = EventKind::Modify(ModifyKind::Name(RenameMode::To));
+        p.note(dir, &event(renamed, &[&file]));
+        let due = p.next_deadline().expect("pending");
+        assert!(due <= Instant::now() + RENAMED_QUIET);
+        assert!(due < start + QUIET);
+        // A write after the rename puts the file back on the full wait.
+        p.note(dir, &event(EventKind::Modify(ModifyKind::Any), &[&file]));
+        assert!(p.next_deadline().expect("pending") > start + RENAMED_QUIET);
     }
 
     #[test]
