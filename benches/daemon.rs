@@ -7,15 +7,14 @@
 //! Run: `cargo bench --bench daemon` (or `scripts/bench.sh`). It spawns the
 //! agentd binary of the same profile (release under `cargo bench`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentd::testkit::{build_plugins, FakeLlm, Reply};
+use agentd::testkit::stats::percentile;
+use agentd::testkit::{build_plugins, uds_http, FakeLlm, Reply};
 
 const RUNS: usize = 1000;
 const STEPS: usize = 20;
@@ -23,36 +22,11 @@ const LLM_DELAY: Duration = Duration::from_millis(20);
 /// Clients creating the runs concurrently.
 const CLIENTS: usize = 16;
 
-/// One HTTP/1.1 request on a fresh connection; returns status and body.
+/// One request on a fresh connection; the body as text.
 fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
-    let mut s = UnixStream::connect(socket)?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: agentd\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut r = BufReader::new(s);
-    let mut status = String::new();
-    r.read_line(&mut status)?;
-    let code = status
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let mut len = 0usize;
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h)?;
-        if h.trim().is_empty() {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut buf = vec![0; len];
-    r.read_exact(&mut buf)?;
-    Ok((code, String::from_utf8_lossy(&buf).into_owned()))
+    let body = (!body.is_empty()).then_some(body.as_bytes());
+    let (code, bytes) = uds_http::request(socket, method, path, body)?;
+    Ok((code, String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 fn rss_kib(pid: u32, key: &str) -> u64 {
@@ -64,14 +38,6 @@ fn rss_kib(pid: u32, key: &str) -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
 #[tokio::main]

@@ -21,13 +21,12 @@
 //! Run: `cargo bench --bench reload`. It spawns the agentd binary of the
 //! same profile (release under `cargo bench`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentd::testkit::{build_plugins, FakeLlm, Reply};
+use agentd::testkit::stats::percentile;
+use agentd::testkit::{build_plugins, uds_http, FakeLlm, Reply};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
@@ -45,58 +44,17 @@ const WARM_START_TARGET: Duration = Duration::from_millis(100);
 /// How long any single wait may take before the bench gives up.
 const PATIENCE: Duration = Duration::from_secs(120);
 
-/// One HTTP/1.1 request on a fresh connection; returns status and body.
+/// One request on a fresh connection; the body as text.
 fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
-    let mut s = UnixStream::connect(socket)?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: agentd\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut r = BufReader::new(s);
-    let mut status = String::new();
-    r.read_line(&mut status)?;
-    let code = status
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let mut len = None;
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h)?;
-        if h.trim().is_empty() {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().ok();
-        }
-    }
-    let mut buf = Vec::new();
-    match len {
-        Some(n) => {
-            buf.resize(n, 0);
-            r.read_exact(&mut buf)?;
-        }
-        None => {
-            r.read_to_end(&mut buf)?;
-        }
-    }
-    Ok((code, String::from_utf8_lossy(&buf).into_owned()))
+    let body = (!body.is_empty()).then_some(body.as_bytes());
+    let (code, bytes) = uds_http::request(socket, method, path, body)?;
+    Ok((code, String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 fn json(socket: &Path, method: &str, path: &str, body: &str) -> anyhow::Result<serde_json::Value> {
     let (code, text) = http(socket, method, path, body)?;
     anyhow::ensure!((200..300).contains(&code), "{method} {path}: {code} {text}");
     Ok(serde_json::from_str(&text)?)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
 fn ms(d: Duration) -> f64 {

@@ -14,6 +14,7 @@ use agentd::config::AgentConfig;
 use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy, ToolChoice, ToolSpec};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::NoSandbox;
+use agentd::testkit::stats::percentile;
 use agentd::testkit::{build_plugins, FakeLlm, Reply};
 
 const STEPS: usize = 200;
@@ -28,11 +29,6 @@ fn peak_rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
 #[tokio::main]

@@ -23,27 +23,6 @@ async fn containers_of(runs: &[String]) -> usize {
     n
 }
 
-fn wait_for_event(d: &Daemon, id: &str, kind: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, body) = common::daemon::raw(
-            &d.socket,
-            "GET",
-            &format!("/v1/runs/{id}/events?follow=false"),
-            None,
-        )
-        .expect("events");
-        if common::daemon::ndjson(&body)
-            .iter()
-            .any(|e| e["type"] == kind)
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no {kind} event for {id}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_then_restart_keeps_history_and_interrupts_the_run_in_flight() {
     let llm = FakeLlm::start().await.expect("fake llm");
@@ -60,7 +39,7 @@ async fn kill_9_then_restart_keeps_history_and_interrupts_the_run_in_flight() {
         d.wait_run(&a, Duration::from_secs(60));
         d.wait_run(&b, Duration::from_secs(60));
         let c = d.create_run("shell", "in flight");
-        wait_for_event(&d, &c, "tool_call");
+        d.wait_for_event(&c, "tool_call");
         (vec![a, b], c)
     });
     // The command is running in its container now.
@@ -103,7 +82,7 @@ async fn sigterm_gives_runs_their_grace_then_cancels_and_removes_every_sandbox()
     let mut d = tokio::task::block_in_place(|| Daemon::start(&llm, AGENTS));
     let id = tokio::task::block_in_place(|| {
         let id = d.create_run("shell", "long");
-        wait_for_event(&d, &id, "tool_call");
+        d.wait_for_event(&id, "tool_call");
         id
     });
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -29,10 +29,6 @@ const PLUGIN: &str = "versioned_strategy";
 const AGENT: &str = "versioned";
 const V1: &str = "versioned_strategy_v1";
 const V2: &str = "versioned_strategy_v2";
-/// The smallest core module, `(module)`: valid wasm, but not a component.
-const CORE_MODULE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
-/// The smallest component, `(component)`: valid, but of neither world.
-const EMPTY_COMPONENT: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
 /// How long any wait on the daemon may take before the test fails: far
 /// beyond what it needs, so only a real hang fails.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -197,18 +193,7 @@ async fn a_run_in_flight_keeps_its_strategy_version_while_new_runs_get_the_new_o
         assert_eq!(serving["name"], PLUGIN, "{serving}");
         assert_eq!(serving["kind"], "strategy", "{serving}");
         assert_eq!(serving["sha256"], sha256_hex(&built(V2)).as_str());
-        for key in [
-            "name",
-            "kind",
-            "version",
-            "description",
-            "file",
-            "sha256",
-            "loaded_at_ms",
-            "status",
-            "error",
-            "serving_version",
-        ] {
+        for key in common::PLUGIN_STATUS_FIELDS {
             assert!(serving.get(key).is_some(), "{key} missing: {serving}");
         }
         assert!(
@@ -247,28 +232,7 @@ async fn a_bad_rewrite_keeps_the_old_version_serving_and_says_why() {
         events.drain_for(QUIET);
         let baseline = events.seen.len();
         let v2 = built(V2);
-        let bad: [(&str, Vec<u8>, &str); 4] = [
-            (
-                "truncated",
-                v2[..v2.len() / 2].to_vec(),
-                "not a valid WebAssembly component",
-            ),
-            (
-                "random bytes",
-                b"\x13\x37 certainly not wasm, just bytes".to_vec(),
-                "not a valid WebAssembly component",
-            ),
-            (
-                "a core module",
-                CORE_MODULE.to_vec(),
-                "not a valid WebAssembly component",
-            ),
-            (
-                "a component of neither world",
-                EMPTY_COMPONENT.to_vec(),
-                "exports neither",
-            ),
-        ];
+        let bad = common::bad_plugin_files(&v2);
         for (i, (what, bytes, reason)) in bad.into_iter().enumerate() {
             // In place, as a careless copy would do it.
             std::fs::write(d.plugins.path().join(FILE), &bytes).expect("write");

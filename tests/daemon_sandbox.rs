@@ -29,14 +29,7 @@ async fn cancel_mid_command_kills_it_removes_the_sandbox_and_ends_cancelled() {
     let deadline = Instant::now() + Duration::from_secs(60);
     // Wait until the command is running inside its container.
     loop {
-        let (_, body) = common::daemon::raw(
-            &d.socket,
-            "GET",
-            &format!("/v1/runs/{id}/events?follow=false"),
-            None,
-        )
-        .expect("events");
-        let called = common::daemon::ndjson(&body)
+        let called = tokio::task::block_in_place(|| d.events_so_far(&id))
             .iter()
             .any(|e| e["type"] == "tool_call");
         if called && containers(&label).await == 1 {

@@ -18,11 +18,6 @@ use agentd::plugin::{
 use agentd::sandbox::{NoSandbox, SandboxProvider};
 use common::built_plugins;
 
-/// The smallest core module, `(module)`: valid wasm, but not a component.
-const CORE_MODULE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
-/// The smallest component, `(component)`: valid, but of neither world.
-const EMPTY_COMPONENT: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
-
 /// `RUST_LOG=agentd=debug cargo test --test plugin_reload -- --nocapture`
 /// shows the watcher's events and every load.
 fn log() {
@@ -135,33 +130,12 @@ async fn a_bad_rewrite_keeps_the_old_version_serving_and_says_why() {
     host.load_dir(dir.path()).await.expect("load");
 
     let v2 = built("versioned_v2");
-    let bad: [(&str, Vec<u8>, &str); 5] = [
-        (
-            "truncated",
-            v2[..v2.len() / 2].to_vec(),
-            "not a valid WebAssembly component",
-        ),
-        (
-            "random bytes",
-            b"\x13\x37 certainly not wasm".to_vec(),
-            "not a valid WebAssembly component",
-        ),
-        (
-            "a core module",
-            CORE_MODULE.to_vec(),
-            "not a valid WebAssembly component",
-        ),
-        (
-            "a component of neither world",
-            EMPTY_COMPONENT.to_vec(),
-            "exports neither",
-        ),
-        (
-            "an empty version",
-            built("versioned_bad"),
-            "has an empty version",
-        ),
-    ];
+    let mut bad = common::bad_plugin_files(&v2);
+    bad.push((
+        "an empty version",
+        built("versioned_bad"),
+        "has an empty version",
+    ));
     for (what, bytes, reason) in bad {
         std::fs::write(&file, &bytes).expect("write");
         let changes = host.rescan(dir.path()).await;
@@ -209,7 +183,7 @@ async fn a_bad_rewrite_keeps_the_old_version_serving_and_says_why() {
 #[tokio::test]
 async fn a_file_that_never_loaded_is_listed_under_its_stem() {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("broken.wasm"), CORE_MODULE).expect("write");
+    std::fs::write(dir.path().join("broken.wasm"), common::CORE_MODULE).expect("write");
     let host = host();
     let report = host.load_dir(dir.path()).await.expect("load");
     assert_eq!(report.failed.len(), 1);
@@ -219,18 +193,7 @@ async fn a_file_that_never_loaded_is_listed_under_its_stem() {
     assert_eq!(status.status, FileStatus::Failed);
     assert_eq!(status.serving_version, None);
     let json = serde_json::to_value(&status).expect("json");
-    for key in [
-        "name",
-        "kind",
-        "version",
-        "description",
-        "file",
-        "sha256",
-        "loaded_at_ms",
-        "status",
-        "error",
-        "serving_version",
-    ] {
+    for key in common::PLUGIN_STATUS_FIELDS {
         assert!(json.get(key).is_some(), "{key} missing from {json}");
     }
     assert_eq!(json["status"], "failed");

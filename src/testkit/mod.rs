@@ -4,6 +4,8 @@
 
 mod fake_llm;
 mod plugins;
+pub mod stats;
+pub mod uds_http;
 
 pub use fake_llm::{FakeLlm, Reply};
 pub use plugins::build_plugins;

@@ -178,3 +178,49 @@ pub async fn containers_of_run(run_id: &str) -> usize {
         .await
         .len()
 }
+
+/// The smallest core module, `(module)`: valid wasm, but not a component.
+pub const CORE_MODULE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+/// The smallest component, `(component)`: valid, but of neither world.
+pub const EMPTY_COMPONENT: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+
+/// Files that must never replace a serving plugin, each with the words its
+/// error gives: `good` is a real component to cut short.
+pub fn bad_plugin_files(good: &[u8]) -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    vec![
+        (
+            "truncated",
+            good[..good.len() / 2].to_vec(),
+            "not a valid WebAssembly component",
+        ),
+        (
+            "random bytes",
+            b"\x13\x37 certainly not wasm, just bytes".to_vec(),
+            "not a valid WebAssembly component",
+        ),
+        (
+            "a core module",
+            CORE_MODULE.to_vec(),
+            "not a valid WebAssembly component",
+        ),
+        (
+            "a component of neither world",
+            EMPTY_COMPONENT.to_vec(),
+            "exports neither",
+        ),
+    ]
+}
+
+/// Every field `GET /v1/plugins` promises for each file.
+pub const PLUGIN_STATUS_FIELDS: &[&str] = &[
+    "name",
+    "kind",
+    "version",
+    "description",
+    "file",
+    "sha256",
+    "loaded_at_ms",
+    "status",
+    "error",
+    "serving_version",
+];
