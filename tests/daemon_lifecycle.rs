@@ -95,7 +95,7 @@ async fn sigterm_gives_runs_their_grace_then_cancels_and_removes_every_sandbox()
         // New runs are refused while shutting down.
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            match common::daemon::try_request(
+            match common::daemon::raw(
                 &d.socket,
                 "POST",
                 "/v1/runs",
@@ -215,7 +215,7 @@ async fn socket_activation_serves_on_the_passed_fd() {
     let result = tokio::task::block_in_place(|| {
         let deadline = Instant::now() + Duration::from_secs(120);
         let (status, v) = loop {
-            match common::daemon::try_request(&activated, "GET", "/v1/status", None) {
+            match common::daemon::raw(&activated, "GET", "/v1/status", None) {
                 Ok((status, body)) => {
                     break (
                         status,

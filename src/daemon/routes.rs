@@ -290,15 +290,18 @@ async fn run_events(
         let stream = live.events.clone().follow(follow);
         Body::from_stream(stream.map(Ok::<_, Infallible>))
     } else {
-        if d.history
-            .get(&id)
-            .await
-            .map_err(ApiError::internal)?
-            .is_none()
+        let events = d.history.events(&id, 0).await.map_err(ApiError::internal)?;
+        // Every recorded run has at least its `run_ended`; the run itself is
+        // looked up only to tell "no events" from "no such run".
+        if events.is_empty()
+            && d.history
+                .get(&id)
+                .await
+                .map_err(ApiError::internal)?
+                .is_none()
         {
             return Err(ApiError::not_found(format!("no run `{id}`")));
         }
-        let events = d.history.events(&id, 0).await.map_err(ApiError::internal)?;
         let mut out = Vec::new();
         for line in events {
             if let Ok(json) = serde_json::to_vec(&line) {

@@ -21,7 +21,7 @@ use super::event_bus::EventBus;
 use super::event_log::EventLog;
 use super::history::History;
 use crate::agent::{Agent, Message, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
-use crate::api::{DaemonEvent, EventLine, RunState, RunSummary, RunView};
+use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -258,20 +258,19 @@ impl RunManager {
         info!(outcome = %record.outcome, steps = record.steps, "run recorded");
     }
 
+    /// Encodes the event once, for both the history and the followers.
     fn publish(&self, run: &LiveRun, event: RunEvent) {
-        let line = EventLine {
-            seq: run.next_event.fetch_add(1, Ordering::SeqCst),
-            at_ms: now_ms(),
-            event,
-        };
-        self.history.append_event(&run.id, &line);
-        match serde_json::to_vec(&line) {
-            Ok(mut json) => {
-                json.push(b'\n');
-                run.events.push(Bytes::from(json));
+        let seq = run.next_event.fetch_add(1, Ordering::SeqCst);
+        let at_ms = now_ms();
+        let json = match serde_json::to_string(&event) {
+            Ok(json) => json,
+            Err(e) => {
+                warn!(error = %e, "cannot encode an event");
+                return;
             }
-            Err(e) => warn!(error = %e, "cannot encode an event"),
-        }
+        };
+        run.events.push(Bytes::from(event_line(seq, at_ms, &json)));
+        self.history.append_event_json(&run.id, seq, at_ms, json);
     }
 
     fn event_sink(self: &Arc<Self>, run: &Arc<LiveRun>) -> crate::agent::EventSink {
@@ -369,6 +368,13 @@ impl RunManager {
     }
 }
 
+/// The NDJSON line of [`crate::api::EventLine`] from the event's own JSON object: the
+/// same bytes serde would write for the flattened struct.
+fn event_line(seq: u64, at_ms: i64, event_json: &str) -> Vec<u8> {
+    let fields = event_json.strip_prefix('{').unwrap_or(event_json);
+    format!("{{\"seq\":{seq},\"at_ms\":{at_ms},{fields}\n").into_bytes()
+}
+
 fn failed_record(id: &str, agent: String, request: String, error: String) -> RunRecord {
     RunRecord {
         id: id.to_string(),
@@ -380,5 +386,28 @@ fn failed_record(id: &str, agent: String, request: String, error: String) -> Run
         error: Some(error),
         messages: Vec::new(),
         usage: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::EventLine;
+
+    #[test]
+    fn an_event_line_is_what_serde_writes_for_event_line() {
+        let event = RunEvent::StepStarted {
+            step: 2,
+            max_steps: 5,
+        };
+        let json = serde_json::to_string(&event).expect("json");
+        let mut expected = serde_json::to_vec(&EventLine {
+            seq: 7,
+            at_ms: 123,
+            event,
+        })
+        .expect("json");
+        expected.push(b'\n');
+        assert_eq!(event_line(7, 123, &json), expected);
     }
 }

@@ -55,10 +55,7 @@ impl PluginHost {
                 let steps = api.call_default_max_steps(&mut store).await?;
                 Ok::<_, wasmtime::Error>((meta, steps))
             };
-            let (meta, default_max_steps) = tokio::time::timeout(PROBE_TIMEOUT, probe)
-                .await
-                .map_err(|_| invalid("metadata() did not answer in time".into()))?
-                .map_err(|e| invalid(format!("metadata() failed: {e:#}")))?;
+            let (meta, default_max_steps) = within_probe_timeout(probe).await.map_err(invalid)?;
             let meta = checked_meta(meta, PluginKind::Strategy, file).map_err(invalid)?;
             return Ok(LoadedPlugin::Strategy(Arc::new(StrategyPlugin {
                 meta,
@@ -87,10 +84,7 @@ impl PluginHost {
                 let spec = api.call_spec(&mut store).await?;
                 Ok::<_, wasmtime::Error>((meta, spec))
             };
-            let (meta, spec) = tokio::time::timeout(PROBE_TIMEOUT, probe)
-                .await
-                .map_err(|_| invalid("metadata() did not answer in time".into()))?
-                .map_err(|e| invalid(format!("metadata() failed: {e:#}")))?;
+            let (meta, spec) = within_probe_timeout(probe).await.map_err(invalid)?;
             let meta = checked_meta(meta, PluginKind::Tool, file).map_err(invalid)?;
             let spec = spec_from_wit(spec);
             if spec.name != meta.name {
@@ -144,4 +138,15 @@ fn checked_meta(
         kind,
         file,
     })
+}
+
+/// A probe (instantiate, then ask for metadata) under [`PROBE_TIMEOUT`]: a
+/// plugin that loops at load time must not hold up the folder.
+async fn within_probe_timeout<T>(
+    probe: impl std::future::Future<Output = Result<T, wasmtime::Error>>,
+) -> Result<T, String> {
+    tokio::time::timeout(PROBE_TIMEOUT, probe)
+        .await
+        .map_err(|_| "metadata() did not answer in time".to_string())?
+        .map_err(|e| format!("metadata() failed: {e:#}"))
 }

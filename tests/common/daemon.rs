@@ -121,7 +121,7 @@ impl Daemon {
     pub fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            if let Ok((200, _)) = try_request(&self.socket, "GET", "/v1/status", None) {
+            if let Ok((200, _)) = raw(&self.socket, "GET", "/v1/status", None) {
                 return;
             }
             if let Some(child) = self.child.as_mut() {
@@ -437,15 +437,6 @@ pub fn request(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> 
         })
     };
     (status, value)
-}
-
-pub fn try_request(
-    socket: &Path,
-    method: &str,
-    path: &str,
-    body: Option<&[u8]>,
-) -> std::io::Result<(u16, Vec<u8>)> {
-    raw(socket, method, path, body)
 }
 
 /// HTTP/1.1 with `Connection: close`: status and the de-chunked body.

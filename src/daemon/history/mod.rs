@@ -186,17 +186,23 @@ impl History {
         // Serialised here, not on the writer: the caller owns the event, and
         // the writer is the one shared bottleneck.
         match serde_json::to_string(&line.event) {
-            Ok(json) => self.send_write(Write::Event {
-                run_id: run_id.to_string(),
-                seq: line.seq,
-                at_ms: line.at_ms,
-                json,
-            }),
+            Ok(json) => self.append_event_json(run_id, line.seq, line.at_ms, json),
             Err(e) => self.count_error(format_args!(
                 "cannot encode event {} of run {run_id}: {e}",
                 line.seq
             )),
         }
+    }
+
+    /// The same for an event its caller has already encoded (`json` is the
+    /// event object alone, without `seq` and `at_ms`).
+    pub fn append_event_json(&self, run_id: &str, seq: u64, at_ms: i64, json: String) {
+        self.send_write(Write::Event {
+            run_id: run_id.to_string(),
+            seq,
+            at_ms,
+            json,
+        });
     }
 
     pub fn append_message(&self, run_id: &str, index: u32, message: &Message) {
