@@ -310,7 +310,13 @@ async fn a_user_who_is_not_allowed_gets_403() {
             .expect("chmod dir");
         std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
             .expect("chmod socket");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        // A copy `nobody` can execute wherever the build tree lives (a
+        // checkout under a 0700 folder, say).
+        let client = d.dir.path().join("agentd-client");
+        std::fs::copy(env!("CARGO_BIN_EXE_agentd"), &client).expect("copy the client");
+        std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod client");
+        let out = std::process::Command::new(&client)
             .args(["status", "--json", "--socket"])
             .arg(&d.socket)
             .uid(65534)

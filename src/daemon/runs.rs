@@ -110,14 +110,15 @@ impl RunManager {
         self.lock_live().get(id).cloned()
     }
 
-    /// (queued, running) right now.
+    /// (queued, running) right now. A run that has ended but is still
+    /// being flushed is neither.
     pub fn counts(&self) -> (usize, usize) {
         let live = self.lock_live();
-        let queued = live
-            .values()
-            .filter(|r| r.state() == RunState::Queued)
-            .count();
-        (queued, live.len() - queued)
+        live.values().fold((0, 0), |(q, r), run| match run.state() {
+            RunState::Queued => (q + 1, r),
+            RunState::Running => (q, r + 1),
+            RunState::Ended => (q, r),
+        })
     }
 
     /// Registers the run, makes it durable, and starts it (or queues it).
