@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::settings::Source;
 use crate::agent::{Message, Outcome, RunEvent};
 use crate::llm::Usage;
 
@@ -117,12 +118,31 @@ pub struct AgentView {
     pub name: String,
     pub strategy: String,
     pub tools: Vec<String>,
+    /// The step limit its runs get: the agent's, else its strategy's
+    /// default, else the daemon's (`max_steps_source` says which).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    #[serde(default = "unknown_source")]
+    pub max_steps_source: Source,
+    /// The prompts its runs send, with where each comes from: `agent`
+    /// (its configuration), `strategy` (the strategy plugin's default) or
+    /// `none` (no prompt is sent).
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default = "unknown_source")]
+    pub system_prompt_source: Source,
+    #[serde(default)]
+    pub next_step_prompt: Option<String>,
+    #[serde(default = "unknown_source")]
+    pub next_step_prompt_source: Source,
     /// The plugins this agent names that are not loaded: a run of it would
     /// fail at once, so this is reported rather than discovered.
     #[serde(default)]
     pub missing_plugins: Vec<String>,
+}
+
+fn unknown_source() -> Source {
+    Source::None
 }
 
 /// `GET /v1/status`.

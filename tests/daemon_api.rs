@@ -102,13 +102,42 @@ async fn a_run_end_to_end_over_raw_http() {
             .map(|a| a["name"].as_str().unwrap_or("").to_string())
             .collect();
         assert!(names.contains(&"echoer".to_string()), "{names:?}");
+        // Each agent says where its prompts and step limit come from: a
+        // custom agent on `toolcall` gets the strategy's prompts, `manus`
+        // its own.
+        let agent = |name: &str| {
+            agents["agents"]
+                .as_array()
+                .and_then(|a| a.iter().find(|a| a["name"] == name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let echoer = agent("echoer");
+        assert_eq!(echoer["system_prompt_source"], "strategy", "{echoer}");
+        assert_eq!(
+            echoer["system_prompt"],
+            common::TOOLCALL_SYSTEM_PROMPT,
+            "{echoer}"
+        );
+        assert_eq!(echoer["next_step_prompt_source"], "strategy", "{echoer}");
+        assert_eq!(echoer["max_steps"], 5);
+        assert_eq!(echoer["max_steps_source"], "agent");
+        let toolcall = agent("toolcall");
+        assert_eq!(toolcall["max_steps"], 30, "{toolcall}");
+        assert_eq!(toolcall["max_steps_source"], "strategy");
+        let manus = agent("manus");
+        assert_eq!(manus["system_prompt_source"], "agent", "{manus}");
+        assert!(manus["system_prompt"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("You are OpenManus"));
         let (status, plugins) = d.get("/v1/plugins");
         assert_eq!(status, 200);
         assert!(plugins["plugins"]
             .as_array()
             .expect("plugins")
             .iter()
-            .any(|p| p["name"] == "echo" && p["kind"] == "tool"));
+            .any(|p| p["name"] == "echo" && p["kind"] == "tool" && p["contract"] == "0.2.0"));
     });
 }
 

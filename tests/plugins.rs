@@ -3,8 +3,11 @@
 
 mod common;
 
-use agentd::plugin::{EngineLimits, PluginHost, PluginKind};
-use common::{built_plugins, plugins_dir, ALL_TEST_PLUGINS};
+use agentd::llm::ToolChoice;
+use agentd::plugin::{Contract, EngineLimits, PluginHost, PluginKind, StrategyDefaults};
+use common::{
+    built_plugins, plugins_dir, ALL_TEST_PLUGINS, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT,
+};
 
 fn host() -> PluginHost {
     PluginHost::new(EngineLimits {
@@ -21,7 +24,18 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     let set = host.snapshot();
     let toolcall = set.strategy("toolcall").expect("toolcall strategy");
-    assert_eq!(toolcall.default_max_steps, Some(30));
+    // OpenManus's ToolCallAgent defaults come from the plugin itself.
+    assert_eq!(
+        toolcall.defaults,
+        StrategyDefaults {
+            system_prompt: Some(TOOLCALL_SYSTEM_PROMPT.into()),
+            next_step_prompt: Some(TOOLCALL_NEXT_STEP_PROMPT.into()),
+            max_steps: Some(30),
+            tool_choice: Some(ToolChoice::Auto),
+            special_tools: Some(vec!["terminate".into()]),
+        }
+    );
+    assert_eq!(toolcall.meta.contract, Contract::V0_2);
     assert!(!toolcall.meta.version.is_empty());
     let terminate = set.tool("terminate").expect("terminate tool");
     assert_eq!(terminate.meta.kind, PluginKind::Tool);
@@ -34,6 +48,31 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
     assert_eq!(schema["required"], serde_json::json!(["status"]));
     assert!(set.strategy("misbehave").is_some());
     assert!(set.tool("echo").is_some() && set.tool("fail_tool").is_some());
+}
+
+#[tokio::test]
+async fn components_built_against_contract_0_1_0_still_load() {
+    let dir = plugins_dir(&["legacy_strategy", "legacy_tool", "echo"]);
+    let host = host();
+    let report = host.load_dir(dir.path()).await.expect("load");
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let set = host.snapshot();
+    let strategy = set.strategy("legacy_strategy").expect("0.1.0 strategy");
+    assert_eq!(strategy.meta.contract, Contract::V0_1);
+    // 0.1.0 could only say its step limit; it has no default prompts.
+    assert_eq!(
+        strategy.defaults,
+        StrategyDefaults {
+            max_steps: Some(7),
+            ..StrategyDefaults::default()
+        }
+    );
+    let tool = set.tool("legacy_tool").expect("0.1.0 tool");
+    assert_eq!(tool.meta.contract, Contract::V0_1);
+    assert_eq!(
+        set.tool("echo").expect("echo").meta.contract,
+        Contract::V0_2
+    );
 }
 
 #[tokio::test]

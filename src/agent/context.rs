@@ -9,16 +9,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::deadline::StepClock;
 use super::events::{EventSink, MessageSink, RunEvent};
 use super::memory::Memory;
-use super::message::{check_tool_pairing, Message, MessageError, Role};
+use super::message::{check_request, Message, MessageError, Role};
+use super::settings::RunSettings;
 use super::stuck;
-use crate::config::AgentConfig;
 use crate::llm::{
     estimate_tokens, ChatRequest, ChatResponse, LlmClient, ToolChoice, ToolSpec, Usage,
 };
 
 pub struct RunContext {
     pub run_id: String,
-    pub agent: AgentConfig,
+    /// The agent's configuration layered over its strategy's defaults.
+    pub settings: RunSettings,
     pub max_steps: u32,
     pub llm: LlmClient,
     pub tool_specs: Vec<ToolSpec>,
@@ -60,24 +61,26 @@ pub struct StepConfig {
 
 pub enum ChatFailure {
     TokenLimit(String),
+    /// The strategy's request is one a real server would refuse; it was not
+    /// sent.
+    Invalid(String),
     Failed(String),
 }
 
 impl RunContext {
     pub fn new(
         run_id: String,
-        agent: AgentConfig,
-        max_steps: u32,
+        settings: RunSettings,
         llm: LlmClient,
         tool_specs: Vec<ToolSpec>,
         events: EventSink,
         strategy_name: &str,
     ) -> Self {
-        let memory = Memory::new(agent.max_messages as usize);
+        let memory = Memory::new(settings.max_messages as usize);
         RunContext {
             run_id,
-            agent,
-            max_steps,
+            max_steps: settings.max_steps,
+            settings,
             llm,
             tool_specs,
             events,
@@ -109,27 +112,38 @@ impl RunContext {
 
     pub fn step_config(&self) -> StepConfig {
         let st = self.lock();
-        let configured = self.agent.next_step_prompt.as_deref();
+        let configured = self.settings.next_step_prompt.as_deref();
         let next_step_prompt = if st.warning_step == Some(st.current_step) {
             Some(stuck::prompt_with_warning(configured))
         } else {
             configured.map(str::to_string)
         };
         StepConfig {
-            name: self.agent.name.clone(),
-            system_prompt: self.agent.system_prompt.clone(),
+            name: self.settings.name.clone(),
+            system_prompt: self.settings.system_prompt.clone(),
             next_step_prompt,
             current_step: st.current_step,
             max_steps: self.max_steps,
-            max_observe: self.agent.max_observe,
-            tool_choice: self.agent.tool_choice,
-            special_tools: self.agent.special_tools.clone(),
+            max_observe: self.settings.max_observe,
+            tool_choice: self.settings.tool_choice,
+            special_tools: self.settings.special_tools.clone(),
         }
     }
 
     pub fn with_message_sink(mut self, sink: Option<MessageSink>) -> Self {
         self.messages = sink;
         self
+    }
+
+    /// Pins the run's request outside the memory window (it is still one
+    /// message of the transcript).
+    pub fn pin_request(&self, request: &str) -> Result<(), MessageError> {
+        let message = Message::user(request);
+        self.lock().memory.pin_request(message.clone())?;
+        if let Some(sink) = &self.messages {
+            sink(&message);
+        }
+        Ok(())
     }
 
     pub fn add_message(&self, message: Message) -> Result<(), MessageError> {
@@ -169,12 +183,8 @@ impl RunContext {
         tools: Vec<ToolSpec>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure> {
-        for m in &messages {
-            m.validate()
-                .map_err(|e| ChatFailure::Failed(format!("invalid chat request: {e}")))?;
-        }
-        check_tool_pairing(&messages)
-            .map_err(|e| ChatFailure::Failed(format!("invalid chat request: {e}")))?;
+        check_request(&messages)
+            .map_err(|e| ChatFailure::Invalid(format!("invalid chat request, not sent: {e}")))?;
         let needed = estimate_tokens(&messages, &tools);
         if let Some(max) = self.llm.settings().max_input_tokens {
             let mut st = self.lock();

@@ -5,6 +5,13 @@
 //! between an assistant `tool_calls` message and its answers; the next request
 //! then carries an orphan `tool` message and real servers answer HTTP 400.
 //! Here the window is only ever cut at a safe boundary.
+//!
+//! OpenManus's window also drops the user's request once enough messages
+//! follow it: the model forgets its task, and a conversation can be left
+//! with no `user` message at all, which Qwen-family chat templates (common
+//! behind vLLM and llama.cpp) refuse. agentd pins the request that started
+//! the run outside the window, as the system prompt is: the memory is the
+//! request, then the newest messages.
 
 use super::message::{Message, MessageError, Role};
 
@@ -12,6 +19,8 @@ pub const DEFAULT_MAX_MESSAGES: usize = 100;
 
 #[derive(Debug, Clone)]
 pub struct Memory {
+    /// The run's request: never trimmed, always first.
+    request: Option<Message>,
     entries: Vec<(u64, Message)>,
     max_messages: usize,
     next_serial: u64,
@@ -20,10 +29,18 @@ pub struct Memory {
 impl Memory {
     pub fn new(max_messages: usize) -> Self {
         Memory {
+            request: None,
             entries: Vec::new(),
             max_messages: max_messages.max(1),
             next_serial: 0,
         }
+    }
+
+    /// Pins the request that started the run outside the window.
+    pub fn pin_request(&mut self, request: Message) -> Result<(), MessageError> {
+        request.validate()?;
+        self.request = Some(request);
+        Ok(())
     }
 
     pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
@@ -48,20 +65,24 @@ impl Memory {
             .map(|(_, m)| m)
     }
 
+    /// What the model is shown: the pinned request, then the window.
     pub fn messages(&self) -> Vec<Message> {
-        self.entries.iter().map(|(_, m)| m.clone()).collect()
+        self.iter().cloned().collect()
     }
 
+    /// The pinned request, then the window, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> {
-        self.entries.iter().map(|(_, m)| m)
+        self.request
+            .iter()
+            .chain(self.entries.iter().map(|(_, m)| m))
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        usize::from(self.request.is_some()) + self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     fn trim(&mut self) {
@@ -129,6 +150,29 @@ mod tests {
                     "max={max} step={step}: {window:?}"
                 );
                 assert!(window.len() <= max);
+            }
+        }
+    }
+
+    #[test]
+    fn the_request_is_pinned_outside_the_window() {
+        for max in 1..8 {
+            let mut m = Memory::new(max);
+            m.pin_request(Message::user("the task")).expect("pin");
+            for step in 0..6 {
+                let ids = [format!("{step}a"), format!("{step}b")];
+                m.add(Message::assistant_with_calls(
+                    None,
+                    ids.iter().map(|i| call(i)).collect(),
+                ))
+                .expect("add");
+                for id in &ids {
+                    m.add(Message::tool("r", id.clone(), "echo")).expect("add");
+                }
+                let window = m.messages();
+                assert_eq!(window[0], Message::user("the task"), "max={max}");
+                assert!(check_tool_pairing(&window).is_ok(), "max={max}: {window:?}");
+                assert!(window.len() <= max + 1);
             }
         }
     }

@@ -42,6 +42,12 @@ pub enum MessageError {
     UnknownRole(String),
     #[error("a `tool` message must carry `tool_call_id`")]
     ToolWithoutCallId,
+    /// The contract (§3) and several servers require the tool's name.
+    #[error("a `tool` message must carry the tool's `name`")]
+    ToolWithoutName,
+    /// OpenAI answers 400 to `{"role": "assistant", "content": null}`.
+    #[error("an `assistant` message must carry content or tool calls (an empty string counts as content)")]
+    AssistantWithoutContent,
     #[error("only `assistant` messages may carry tool calls, not `{0}`")]
     ToolCallsOnWrongRole(Role),
 }
@@ -129,6 +135,12 @@ impl Message {
         if self.role == Role::Tool && self.tool_call_id.as_deref().unwrap_or("").is_empty() {
             return Err(MessageError::ToolWithoutCallId);
         }
+        if self.role == Role::Tool && self.name.as_deref().unwrap_or("").is_empty() {
+            return Err(MessageError::ToolWithoutName);
+        }
+        if self.role == Role::Assistant && self.content.is_none() && self.tool_calls.is_empty() {
+            return Err(MessageError::AssistantWithoutContent);
+        }
         if self.role != Role::Assistant && !self.tool_calls.is_empty() {
             return Err(MessageError::ToolCallsOnWrongRole(self.role));
         }
@@ -137,6 +149,28 @@ impl Message {
 
     pub fn content_str(&self) -> &str {
         self.content.as_deref().unwrap_or("")
+    }
+
+    /// A one-line description for error messages: the role and the start of
+    /// the content, so a refused message can be recognised.
+    pub fn describe(&self) -> String {
+        const MAX: usize = 80;
+        let content = match &self.content {
+            None => "no content".to_string(),
+            Some(c) => {
+                let mut short: String = c.chars().take(MAX).collect();
+                if c.chars().count() > MAX {
+                    short.push('…');
+                }
+                format!("content {short:?}")
+            }
+        };
+        let calls = if self.tool_calls.is_empty() {
+            String::new()
+        } else {
+            format!(", {} tool call(s)", self.tool_calls.len())
+        };
+        format!("{} message with {content}{calls}", self.role)
     }
 }
 
@@ -298,6 +332,27 @@ pub fn check_tool_pairing(messages: &[Message]) -> Result<(), String> {
     }
 }
 
+/// Everything a real server checks on a whole request: at least one
+/// message, at least one `user` message (Qwen-family chat templates refuse a
+/// conversation without one: "No user query found in messages"), every
+/// message valid, and tool calls paired with their answers.
+pub fn check_request(messages: &[Message]) -> Result<(), String> {
+    if messages.is_empty() {
+        return Err("the request has no messages".into());
+    }
+    for (i, m) in messages.iter().enumerate() {
+        m.validate()
+            .map_err(|e| format!("message {i} ({}): {e}", m.describe()))?;
+    }
+    if !messages.iter().any(|m| m.role == Role::User) {
+        return Err(
+            "the request has no `user` message (start from the run's memory, which begins with the run's request)"
+                .into(),
+        );
+    }
+    check_tool_pairing(messages)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +410,33 @@ mod tests {
         let mut t = Message::tool("x", "id", "n");
         t.tool_call_id = None;
         assert_eq!(t.validate(), Err(MessageError::ToolWithoutCallId));
+    }
+
+    #[test]
+    fn what_a_real_server_refuses_is_refused() {
+        let mut t = Message::tool("x", "id", "n");
+        t.name = None;
+        assert_eq!(t.validate(), Err(MessageError::ToolWithoutName));
+        let empty = Message::assistant_with_calls(None, Vec::new());
+        assert_eq!(empty.validate(), Err(MessageError::AssistantWithoutContent));
+        assert_eq!(
+            Message::assistant("").validate(),
+            Ok(()),
+            "empty text is content"
+        );
+
+        assert!(check_request(&[]).unwrap_err().contains("no messages"));
+        let no_user = [Message::system("s"), Message::assistant("a")];
+        assert!(check_request(&no_user)
+            .unwrap_err()
+            .contains("no `user` message"));
+        let bad = [Message::user("u"), empty];
+        let err = check_request(&bad).unwrap_err();
+        assert!(
+            err.contains("message 1 (assistant message with no content)"),
+            "{err}"
+        );
+        assert!(check_request(&[Message::system("s"), Message::user("u")]).is_ok());
     }
 
     #[test]

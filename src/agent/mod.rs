@@ -9,6 +9,7 @@ pub mod memory;
 pub mod message;
 pub mod outcome;
 pub mod run;
+pub mod settings;
 pub mod stuck;
 
 pub use events::{EventSink, MessageSink, RunEvent};

@@ -10,14 +10,15 @@ use tracing::{info, info_span, warn, Instrument};
 
 use super::context::RunContext;
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
-use super::message::Message;
 use super::outcome::{AgentState, Outcome, RunRecord};
+use super::settings::{resolve, RunSettings};
 use super::stuck::is_stuck;
-use crate::config::{AgentConfig, DAEMON_DEFAULT_MAX_STEPS};
+use crate::config::AgentConfig;
 use crate::llm::LlmClient;
 use crate::plugin::registry::{StrategyPlugin, ToolPlugin};
 use crate::plugin::strategy_host::StrategyState;
 use crate::plugin::tool_host::ToolBox;
+use crate::plugin::world::StrategyInstance;
 use crate::plugin::PluginHost;
 use crate::sandbox::{Sandbox, SandboxProvider};
 
@@ -68,7 +69,7 @@ pub struct Agent {
 struct Resolved {
     strategy: Arc<StrategyPlugin>,
     tools: Vec<Arc<ToolPlugin>>,
-    max_steps: u32,
+    settings: RunSettings,
 }
 
 impl Agent {
@@ -151,15 +152,12 @@ impl Agent {
         match self.resolve() {
             Ok(resolved) => self.execute(run_id, request, opts, resolved, sandbox).await,
             Err(message) => {
-                let ctx = Arc::new(self.context(
-                    &run_id,
-                    DAEMON_DEFAULT_MAX_STEPS,
-                    &opts,
-                    Vec::new(),
-                    "",
-                ));
+                // The daemon's defaults: the strategy that would have given
+                // its own is not there.
+                let (settings, _) = resolve(&self.config, None);
+                let ctx = Arc::new(self.context(&run_id, settings, &opts, Vec::new(), ""));
                 // The request is still recorded: nothing the user sent is lost.
-                let _ = ctx.add_message(Message::user(request));
+                let _ = ctx.pin_request(request);
                 RecordBuilder::new(ctx, request).ended(Outcome::Error, Some(message))
             }
         }
@@ -186,31 +184,25 @@ impl Agent {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let max_steps = self
-            .config
-            .max_steps
-            .or(strategy.default_max_steps)
-            .unwrap_or(DAEMON_DEFAULT_MAX_STEPS)
-            .max(1);
+        let (settings, _) = resolve(&self.config, Some(&strategy.defaults));
         Ok(Resolved {
             strategy,
             tools,
-            max_steps,
+            settings,
         })
     }
 
     fn context(
         &self,
         run_id: &str,
-        max_steps: u32,
+        settings: RunSettings,
         opts: &RunOptions,
         tools: Vec<crate::llm::ToolSpec>,
         strategy: &str,
     ) -> RunContext {
         RunContext::new(
             run_id.to_string(),
-            self.config.clone(),
-            max_steps,
+            settings,
             self.llm.clone(),
             tools,
             opts.events.clone(),
@@ -230,10 +222,11 @@ impl Agent {
         let Resolved {
             strategy,
             tools,
-            max_steps,
+            settings,
         } = resolved;
+        let max_steps = settings.max_steps;
         let specs = tools.iter().map(|t| t.spec.clone()).collect();
-        let ctx = Arc::new(self.context(&run_id, max_steps, &opts, specs, &strategy.meta.name));
+        let ctx = Arc::new(self.context(&run_id, settings, &opts, specs, &strategy.meta.name));
         let builder = RecordBuilder::new(ctx.clone(), request);
         ctx.emit(RunEvent::RunStarted {
             run_id: run_id.clone(),
@@ -243,7 +236,7 @@ impl Agent {
             strategy: strategy.meta.name.clone(),
             strategy_version: strategy.meta.version.clone(),
         });
-        if let Err(e) = ctx.add_message(Message::user(request)) {
+        if let Err(e) = ctx.pin_request(request) {
             return builder.ended(Outcome::Error, Some(e.to_string()));
         }
         info!(max_steps, strategy = %strategy.meta.name, version = %strategy.meta.version, "run started");
@@ -305,14 +298,13 @@ async fn step_loop(
     );
     let instance = tokio::select! {
         _ = cancel.cancelled() => return (Outcome::Cancelled, None),
-        r = tokio::time::timeout(step_timeout, strategy.pre.instantiate_async(&mut store)) => match r {
+        r = tokio::time::timeout(step_timeout, strategy.pre.instantiate(&mut store)) => match r {
             Ok(Ok(i)) => i,
             Ok(Err(e)) => return (Outcome::Error, Some(format!("cannot instantiate strategy plugin `{name}`: {e:#}"))),
             Err(_) => return (Outcome::Error, Some(format!("strategy plugin `{name}` did not start within {}s", step_timeout.as_secs_f64()))),
         },
     };
-    let api = instance.agentd_plugin_strategy_api();
-    let threshold = ctx.agent.duplicate_threshold as usize;
+    let threshold = ctx.settings.duplicate_threshold as usize;
     loop {
         if cancel.is_cancelled() {
             return (Outcome::Cancelled, None);
@@ -334,7 +326,7 @@ async fn step_loop(
             step,
             max_steps: ctx.max_steps,
         });
-        let result = run_step(&ctx, api, &mut store, step_timeout, &cancel)
+        let result = run_step(&ctx, &instance, &mut store, step_timeout, &cancel)
             .instrument(info_span!("step", step))
             .await;
         let token_limited = ctx.lock().token_limit.is_some();
@@ -411,13 +403,13 @@ enum StepEnd {
 /// in plugin code (see [`super::deadline`]), and the run's cancel token.
 async fn run_step(
     ctx: &RunContext,
-    api: &crate::plugin::bindings::strategy::exports::agentd::plugin::strategy_api::Guest,
+    instance: &StrategyInstance,
     store: &mut wasmtime::Store<StrategyState>,
     step_timeout: Duration,
     cancel: &CancellationToken,
 ) -> StepEnd {
     ctx.clock.start();
-    let call = api.call_step(store);
+    let call = instance.step(store);
     tokio::pin!(call);
     loop {
         let left = step_timeout.saturating_sub(ctx.clock.guest_time());
@@ -452,6 +444,13 @@ struct RunGuard<'a> {
 impl Drop for RunGuard<'_> {
     fn drop(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
+            // Dropped before the end: the run was cancelled, and that is its
+            // recorded outcome, not the previous run's.
+            *self
+                .agent
+                .last_outcome
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(Outcome::Cancelled);
             self.cancel.cancel();
             match tokio::runtime::Handle::try_current() {
                 Ok(handle) => {
@@ -499,7 +498,7 @@ impl RecordBuilder {
         };
         RunRecord {
             id: self.ctx.run_id.clone(),
-            agent: self.ctx.agent.name.clone(),
+            agent: self.ctx.settings.name.clone(),
             request: self.request.clone(),
             outcome: self.outcome,
             steps: st.current_step,

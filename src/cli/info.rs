@@ -19,12 +19,25 @@ pub async fn agents(client: &Client, json: bool) -> Result<i32, ClientError> {
 }
 
 fn agents_table(list: &AgentList) -> String {
-    let mut table = Table::new(["NAME", "STRATEGY", "MAX_STEPS", "TOOLS"]);
+    // The columns say where each setting comes from, so an agent that
+    // silently sends no prompt is visible at a glance.
+    let mut table = Table::new([
+        "NAME",
+        "STRATEGY",
+        "MAX_STEPS",
+        "SYSTEM_PROMPT",
+        "NEXT_STEP_PROMPT",
+        "TOOLS",
+    ]);
     for a in &list.agents {
         table.row(vec![
             a.name.clone(),
             a.strategy.clone(),
-            a.max_steps.map_or("-".into(), |m| m.to_string()),
+            a.max_steps.map_or("-".into(), |m| {
+                format!("{m} ({})", a.max_steps_source.as_str())
+            }),
+            a.system_prompt_source.as_str().to_string(),
+            a.next_step_prompt_source.as_str().to_string(),
             a.tools.join(","),
         ]);
     }
@@ -163,6 +176,7 @@ fn status_text(s: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::settings::Source;
     use crate::api::{AgentView, EngineStatus};
 
     #[test]
@@ -193,13 +207,18 @@ mod tests {
                 strategy: "toolcall".into(),
                 tools: vec!["bash".into(), "terminate".into()],
                 max_steps: Some(20),
+                max_steps_source: Source::Agent,
+                system_prompt: Some("You are OpenManus".into()),
+                system_prompt_source: Source::Agent,
+                next_step_prompt: None,
+                next_step_prompt_source: Source::None,
                 missing_plugins: vec!["bash".into()],
             }],
         };
         assert_eq!(
             agents_table(&list),
-            "NAME   STRATEGY  MAX_STEPS  TOOLS\n\
-             manus  toolcall  20         bash,terminate\n  \
+            "NAME   STRATEGY  MAX_STEPS   SYSTEM_PROMPT  NEXT_STEP_PROMPT  TOOLS\n\
+             manus  toolcall  20 (agent)  agent          none              bash,terminate\n  \
              missing plugins: bash (its runs fail at once)\n"
         );
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use bundled::{MANUS_SYSTEM_PROMPT, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
+pub use bundled::{MANUS_NEXT_STEP_PROMPT, MANUS_SYSTEM_PROMPT};
 use file::{AgentKeys, FileConfig, LlmKeys};
 pub use paths::{client_socket_path, default_config_path, default_socket_path, SYSTEM_SOCKET};
 
@@ -17,8 +17,6 @@ use crate::agent::memory::DEFAULT_MAX_MESSAGES;
 use crate::agent::stuck::DEFAULT_DUPLICATE_THRESHOLD;
 use crate::llm::{LlmSettings, RetryPolicy, ToolChoice};
 
-/// Used when neither the agent's configuration nor its strategy sets a limit.
-pub const DAEMON_DEFAULT_MAX_STEPS: u32 = 10;
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_CONCURRENT_RUNS: u32 = 64;
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -109,16 +107,17 @@ pub struct AgentConfig {
     pub name: String,
     pub strategy: String,
     pub tools: Vec<String>,
+    /// This and the other `Option`s below: `None` defers to the strategy's
+    /// default, then to the daemon's (`agent::settings`). A prompt set to
+    /// `""` sends no prompt even when the strategy has one.
     pub system_prompt: Option<String>,
     pub next_step_prompt: Option<String>,
-    /// `None` defers to the strategy's default, then to
-    /// [`DAEMON_DEFAULT_MAX_STEPS`].
     pub max_steps: Option<u32>,
     pub max_observe: Option<u32>,
     pub duplicate_threshold: u32,
     pub max_messages: u32,
-    pub tool_choice: ToolChoice,
-    pub special_tools: Vec<String>,
+    pub tool_choice: Option<ToolChoice>,
+    pub special_tools: Option<Vec<String>>,
 }
 
 impl AgentConfig {
@@ -133,8 +132,8 @@ impl AgentConfig {
             max_observe: None,
             duplicate_threshold: DEFAULT_DUPLICATE_THRESHOLD as u32,
             max_messages: DEFAULT_MAX_MESSAGES as u32,
-            tool_choice: ToolChoice::Auto,
-            special_tools: vec!["terminate".into()],
+            tool_choice: None,
+            special_tools: None,
         }
     }
 
@@ -145,15 +144,15 @@ impl AgentConfig {
         macro_rules! set_opt {
             ($($f:ident),*) => { $(if let Some(v) = &k.$f { self.$f = Some(v.clone()); })* };
         }
-        set!(
-            strategy,
-            tools,
-            duplicate_threshold,
-            max_messages,
+        set!(strategy, tools, duplicate_threshold, max_messages);
+        set_opt!(
+            system_prompt,
+            next_step_prompt,
+            max_steps,
+            max_observe,
             tool_choice,
             special_tools
         );
-        set_opt!(system_prompt, next_step_prompt, max_steps, max_observe);
     }
 }
 

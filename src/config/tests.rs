@@ -9,8 +9,8 @@ fn defaults_have_the_bundled_agents() {
     let c = Config::defaults();
     let toolcall = c.agent("toolcall").expect("toolcall");
     assert_eq!(
-        toolcall.system_prompt.as_deref(),
-        Some(TOOLCALL_SYSTEM_PROMPT)
+        toolcall.system_prompt, None,
+        "the prompts are the strategy plugin's defaults, not the host's"
     );
     assert_eq!(toolcall.tools, ["terminate"]);
     assert_eq!(toolcall.max_steps, None, "defers to the strategy's default");
@@ -83,10 +83,11 @@ fn agent_tables_override_bundled_and_define_new_agents() {
     .expect("valid");
     let t = c.agent("toolcall").expect("toolcall");
     assert_eq!(t.max_steps, Some(3));
-    assert_eq!(t.system_prompt.as_deref(), Some(TOOLCALL_SYSTEM_PROMPT));
+    assert_eq!(t.system_prompt, None);
     let mine = c.agent("mine").expect("mine");
     assert_eq!(mine.tools, ["a", "b"]);
-    assert_eq!(mine.tool_choice, ToolChoice::Required);
+    assert_eq!(mine.tool_choice, Some(ToolChoice::Required));
+    assert_eq!(mine.special_tools, None, "defers to the strategy");
     assert_eq!(mine.duplicate_threshold, 2);
 }
 

@@ -19,6 +19,7 @@ use super::error::ApiError;
 use super::peer::Peer;
 use super::runs::CancelError;
 use super::state::{AgentLookupError, Daemon};
+use crate::agent::settings::resolve;
 use crate::api::{
     AgentList, AgentView, CacheStatus, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
 };
@@ -132,16 +133,28 @@ async fn agents(State(d): Shared) -> Json<AgentList> {
     let generation = d.generation();
     let mut missing: std::collections::HashMap<_, _> =
         d.agents_missing_plugins().into_iter().collect();
+    let plugins = d.plugins.snapshot();
     let agents = generation
         .config
         .agents
         .values()
-        .map(|a| AgentView {
-            name: a.name.clone(),
-            strategy: a.strategy.clone(),
-            tools: a.tools.clone(),
-            max_steps: a.max_steps,
-            missing_plugins: missing.remove(&a.name).unwrap_or_default(),
+        .map(|a| {
+            // What a run started now would use: the same layering, over
+            // the strategy version serving now.
+            let strategy = plugins.strategy(&a.strategy);
+            let (settings, sources) = resolve(a, strategy.as_ref().map(|s| &s.defaults));
+            AgentView {
+                name: a.name.clone(),
+                strategy: a.strategy.clone(),
+                tools: a.tools.clone(),
+                max_steps: Some(settings.max_steps),
+                max_steps_source: sources.max_steps,
+                system_prompt: settings.system_prompt,
+                system_prompt_source: sources.system_prompt,
+                next_step_prompt: settings.next_step_prompt,
+                next_step_prompt_source: sources.next_step_prompt,
+                missing_plugins: missing.remove(&a.name).unwrap_or_default(),
+            }
         })
         .collect();
     Json(AgentList { agents })

@@ -69,10 +69,21 @@ pub struct ChatRequest<'a> {
     pub tool_choice: ToolChoice,
 }
 
+/// Why the model stopped, as the server said (`finish_reason`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Other(String),
+}
+
 #[derive(Debug, Clone)]
 pub struct ChatResponse {
     pub message: Message,
     pub usage: Usage,
+    pub finish_reason: Option<FinishReason>,
 }
 
 /// One client per agent configuration; cheap to share (`reqwest::Client`
@@ -200,6 +211,7 @@ impl LlmClient {
         }
         let usage = parsed.usage.unwrap_or_default();
         Ok(ChatResponse {
+            finish_reason: None,
             message,
             usage: Usage {
                 prompt_tokens: usage.prompt_tokens.unwrap_or(0),

@@ -1,31 +1,90 @@
-//! Host bindings for the two worlds of `wit/agentd.wit`. The tool world
-//! reuses the strategy world's `types` and `logging` so both share one set of
-//! Rust types.
+//! Host bindings for every released version of the contract in `wit/`
+//! (one folder per version, `wit/since_vX.Y.Z`). The host serves each
+//! version a component may have been built against: `v0_2` is the current
+//! one, which the host's own code speaks; `v0_1` is adapted to it in
+//! `compat_v0_1.rs`. In each version the tool world reuses the strategy
+//! world's `types` and `logging`, so both worlds share one set of Rust types.
 
-pub mod strategy {
-    wasmtime::component::bindgen!({
-        world: "strategy",
-        path: "wit",
-        imports: { default: async | trappable },
-        exports: { default: async },
-    });
+/// `agentd:plugin@0.2.0`, the current contract.
+pub mod v0_2 {
+    pub mod strategy {
+        wasmtime::component::bindgen!({
+            world: "strategy",
+            path: "wit/since_v0.2.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+        });
+    }
+
+    pub mod tool {
+        wasmtime::component::bindgen!({
+            world: "tool",
+            path: "wit/since_v0.2.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "agentd:plugin/types": super::strategy::agentd::plugin::types,
+                "agentd:plugin/logging": super::strategy::agentd::plugin::logging,
+            },
+        });
+    }
+
+    pub const STRATEGY_EXPORT: &str = "agentd:plugin/strategy-api@0.2.0";
+    pub const TOOL_EXPORT: &str = "agentd:plugin/tool-api@0.2.0";
 }
 
-pub mod tool {
-    wasmtime::component::bindgen!({
-        world: "tool",
-        path: "wit",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: {
-            "agentd:plugin/types": super::strategy::agentd::plugin::types,
-            "agentd:plugin/logging": super::strategy::agentd::plugin::logging,
-        },
-    });
+/// `agentd:plugin@0.1.0`: strategies without defaults of their own.
+pub mod v0_1 {
+    pub mod strategy {
+        wasmtime::component::bindgen!({
+            world: "strategy",
+            path: "wit/since_v0.1.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+        });
+    }
+
+    pub mod tool {
+        wasmtime::component::bindgen!({
+            world: "tool",
+            path: "wit/since_v0.1.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "agentd:plugin/types": super::strategy::agentd::plugin::types,
+                "agentd:plugin/logging": super::strategy::agentd::plugin::logging,
+            },
+        });
+    }
+
+    pub const STRATEGY_EXPORT: &str = "agentd:plugin/strategy-api@0.1.0";
+    pub const TOOL_EXPORT: &str = "agentd:plugin/tool-api@0.1.0";
 }
 
-pub use strategy::agentd::plugin::types;
+/// The current contract's shared types, which the rest of the host uses.
+pub use v0_2::strategy::agentd::plugin::types;
 
-/// The export names that tell which world a component implements.
-pub const STRATEGY_EXPORT: &str = "agentd:plugin/strategy-api@0.1.0";
-pub const TOOL_EXPORT: &str = "agentd:plugin/tool-api@0.1.0";
+/// A contract version a loaded component was built against, as
+/// `GET /v1/plugins` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Contract {
+    V0_1,
+    V0_2,
+}
+
+impl Contract {
+    pub const CURRENT: Contract = Contract::V0_2;
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Contract::V0_1 => "0.1.0",
+            Contract::V0_2 => "0.2.0",
+        }
+    }
+}
+
+impl std::fmt::Display for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

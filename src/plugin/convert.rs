@@ -1,10 +1,10 @@
 //! Conversions between the WIT types and agentd's own. Kept in one place so
 //! the rest of the host never handles generated types.
 
-use super::bindings::strategy::agentd::plugin::agent as wit_agent;
 use super::bindings::types as wit;
+use super::bindings::v0_2::strategy::agentd::plugin::agent as wit_agent;
 use crate::agent::message::{Message, Role, ToolCall};
-use crate::llm::{ToolChoice, ToolSpec, Usage};
+use crate::llm::{FinishReason, ToolChoice, ToolSpec, Usage};
 use crate::sandbox::SandboxError;
 
 pub fn role_from_wit(r: wit::Role) -> Role {
@@ -77,19 +77,29 @@ pub fn spec_to_wit(s: ToolSpec) -> wit::ToolSpec {
     }
 }
 
-pub fn choice_from_wit(c: wit_agent::ToolChoice) -> ToolChoice {
+pub fn choice_from_wit(c: wit::ToolChoice) -> ToolChoice {
     match c {
-        wit_agent::ToolChoice::None => ToolChoice::None,
-        wit_agent::ToolChoice::Auto => ToolChoice::Auto,
-        wit_agent::ToolChoice::Required => ToolChoice::Required,
+        wit::ToolChoice::None => ToolChoice::None,
+        wit::ToolChoice::Auto => ToolChoice::Auto,
+        wit::ToolChoice::Required => ToolChoice::Required,
     }
 }
 
-pub fn choice_to_wit(c: ToolChoice) -> wit_agent::ToolChoice {
+pub fn choice_to_wit(c: ToolChoice) -> wit::ToolChoice {
     match c {
-        ToolChoice::None => wit_agent::ToolChoice::None,
-        ToolChoice::Auto => wit_agent::ToolChoice::Auto,
-        ToolChoice::Required => wit_agent::ToolChoice::Required,
+        ToolChoice::None => wit::ToolChoice::None,
+        ToolChoice::Auto => wit::ToolChoice::Auto,
+        ToolChoice::Required => wit::ToolChoice::Required,
+    }
+}
+
+pub fn finish_to_wit(f: FinishReason) -> wit_agent::FinishReason {
+    match f {
+        FinishReason::Stop => wit_agent::FinishReason::Stop,
+        FinishReason::Length => wit_agent::FinishReason::Length,
+        FinishReason::ToolCalls => wit_agent::FinishReason::ToolCalls,
+        FinishReason::ContentFilter => wit_agent::FinishReason::ContentFilter,
+        FinishReason::Other(_) => wit_agent::FinishReason::Other,
     }
 }
 

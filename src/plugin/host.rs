@@ -9,15 +9,13 @@ use tracing::{info, warn};
 use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
-use super::bindings::strategy::Strategy;
-use super::bindings::tool::Tool;
 use super::cache::{sha256, CompileCache, Origin};
 use super::engine::{build_engine, EngineLimits};
 use super::registry::{LoadedPlugin, PluginSet};
 use super::scan::{PluginStatus, ScanState};
 use super::strategy_host::StrategyState;
 use super::tool_host::ToolState;
-use super::PluginError;
+use super::{world, PluginError};
 
 /// A plugin file larger than this is refused before it is read: no real
 /// component comes near it, and reading it whole would let a stray file in
@@ -44,12 +42,10 @@ impl PluginHost {
         let link = |e: wasmtime::Error| PluginError::Engine(format!("cannot build linker: {e:#}"));
         let mut strategy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut strategy_linker).map_err(link)?;
-        Strategy::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut strategy_linker, |s| s)
-            .map_err(link)?;
+        world::link_strategy(&mut strategy_linker).map_err(link)?;
         let mut tool_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker).map_err(link)?;
-        Tool::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut tool_linker, |s| s)
-            .map_err(link)?;
+        world::link_tool(&mut tool_linker).map_err(link)?;
         Ok(PluginHost {
             engine,
             strategy_linker,

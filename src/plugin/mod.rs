@@ -5,6 +5,7 @@
 
 pub mod bindings;
 mod cache;
+mod compat_v0_1;
 mod convert;
 pub mod engine;
 mod host;
@@ -15,6 +16,7 @@ mod stdio;
 pub mod strategy_host;
 pub mod tool_host;
 pub mod watch;
+pub mod world;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,10 +24,11 @@ use std::sync::Arc;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::WasiCtx;
 
-use bindings::strategy::agentd::plugin::logging::Level;
+use bindings::v0_2::strategy::agentd::plugin::logging::Level;
+pub use bindings::Contract;
 pub use engine::EngineLimits;
 pub use host::{PluginHost, MAX_COMPONENT_BYTES};
-pub use registry::{LoadReport, LoadedPlugin, PluginKind, PluginMeta, PluginSet};
+pub use registry::{LoadReport, LoadedPlugin, PluginKind, PluginMeta, PluginSet, StrategyDefaults};
 pub use scan::{is_plugin_file_name, ChangeKind, FileStatus, PluginChange, PluginStatus};
 pub use watch::{watch, PluginWatcher, QUIET as WATCH_QUIET};
 

@@ -9,14 +9,13 @@ use std::time::Duration;
 
 use wasmtime::component::Component;
 
-use super::bindings::strategy::StrategyPre;
-use super::bindings::tool::ToolPre;
-use super::bindings::{STRATEGY_EXPORT, TOOL_EXPORT};
+use super::bindings::Contract;
 use super::convert::spec_from_wit;
 use super::host::PluginHost;
 use super::registry::{LoadedPlugin, PluginKind, PluginMeta, StrategyPlugin, ToolPlugin};
 use super::strategy_host::StrategyState;
 use super::tool_host::ToolState;
+use super::world::{self, StrategyPre, ToolPre, WorldKind};
 use super::{new_store, PluginError};
 use crate::sandbox::NoSandbox;
 
@@ -41,74 +40,79 @@ impl PluginHost {
             .map(|(name, _)| name.to_string())
             .collect();
         let file = path.to_path_buf();
-        if exports.iter().any(|e| e == STRATEGY_EXPORT) {
-            let pre = self
-                .strategy_linker
-                .instantiate_pre(&component)
-                .and_then(StrategyPre::new)
-                .map_err(|e| invalid(format!("does not fit the `strategy` world: {e:#}")))?;
-            let mut store = new_store(&self.engine, StrategyState::probe("(loading)".into()));
-            let probe = async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                let api = inst.agentd_plugin_strategy_api();
-                let meta = api.call_metadata(&mut store).await?;
-                let steps = api.call_default_max_steps(&mut store).await?;
-                Ok::<_, wasmtime::Error>((meta, steps))
-            };
-            let (meta, default_max_steps) = within_probe_timeout(probe).await.map_err(invalid)?;
-            let meta = checked_meta(meta, PluginKind::Strategy, file).map_err(invalid)?;
-            return Ok(LoadedPlugin::Strategy(Arc::new(StrategyPlugin {
-                meta,
-                default_max_steps,
-                pre,
-            })));
+        let Some((kind, contract)) = world::detect(&exports) else {
+            return Err(invalid(format!(
+                "exports neither the strategy nor the tool world of any contract version this host knows ({}); it exports: {}",
+                world::known_exports(),
+                if exports.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    exports.join(", ")
+                }
+            )));
+        };
+        match kind {
+            WorldKind::Strategy => {
+                let pre =
+                    StrategyPre::new(&self.strategy_linker, &component, contract).map_err(|e| {
+                        invalid(format!(
+                            "does not fit the `strategy` world of agentd:plugin@{contract}: {e:#}"
+                        ))
+                    })?;
+                let mut store = new_store(&self.engine, StrategyState::probe("(loading)".into()));
+                let probe = async {
+                    let inst = pre.instantiate(&mut store).await?;
+                    let meta = inst.metadata(&mut store).await?;
+                    let defaults = inst.defaults(&mut store).await?;
+                    Ok::<_, wasmtime::Error>((meta, defaults))
+                };
+                let (meta, defaults) = within_probe_timeout(probe).await.map_err(invalid)?;
+                let meta =
+                    checked_meta(meta, PluginKind::Strategy, file, contract).map_err(invalid)?;
+                Ok(LoadedPlugin::Strategy(Arc::new(StrategyPlugin {
+                    meta,
+                    defaults,
+                    pre,
+                })))
+            }
+            WorldKind::Tool => {
+                let pre = ToolPre::new(&self.tool_linker, &component, contract).map_err(|e| {
+                    invalid(format!(
+                        "does not fit the `tool` world of agentd:plugin@{contract}: {e:#}"
+                    ))
+                })?;
+                let sandbox = crate::sandbox::SandboxProvider::for_run(
+                    &NoSandbox::new("load-time probe"),
+                    "probe",
+                );
+                let mut store = new_store(
+                    &self.engine,
+                    ToolState::new("(loading)".into(), sandbox, None),
+                );
+                let probe = async {
+                    let inst = pre.instantiate(&mut store).await?;
+                    let meta = inst.metadata(&mut store).await?;
+                    let spec = inst.spec(&mut store).await?;
+                    Ok::<_, wasmtime::Error>((meta, spec))
+                };
+                let (meta, spec) = within_probe_timeout(probe).await.map_err(invalid)?;
+                let meta = checked_meta(meta, PluginKind::Tool, file, contract).map_err(invalid)?;
+                let spec = spec_from_wit(spec);
+                if spec.name != meta.name {
+                    return Err(invalid(format!(
+                        "spec().name `{}` differs from metadata().name `{}`",
+                        spec.name, meta.name
+                    )));
+                }
+                if serde_json::from_str::<serde_json::Value>(&spec.parameters).is_err() {
+                    return Err(invalid(format!(
+                        "spec().parameters of `{}` is not valid JSON",
+                        spec.name
+                    )));
+                }
+                Ok(LoadedPlugin::Tool(Arc::new(ToolPlugin { meta, spec, pre })))
+            }
         }
-        if exports.iter().any(|e| e == TOOL_EXPORT) {
-            let pre = self
-                .tool_linker
-                .instantiate_pre(&component)
-                .and_then(ToolPre::new)
-                .map_err(|e| invalid(format!("does not fit the `tool` world: {e:#}")))?;
-            let sandbox = crate::sandbox::SandboxProvider::for_run(
-                &NoSandbox::new("load-time probe"),
-                "probe",
-            );
-            let mut store = new_store(
-                &self.engine,
-                ToolState::new("(loading)".into(), sandbox, None),
-            );
-            let probe = async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                let api = inst.agentd_plugin_tool_api();
-                let meta = api.call_metadata(&mut store).await?;
-                let spec = api.call_spec(&mut store).await?;
-                Ok::<_, wasmtime::Error>((meta, spec))
-            };
-            let (meta, spec) = within_probe_timeout(probe).await.map_err(invalid)?;
-            let meta = checked_meta(meta, PluginKind::Tool, file).map_err(invalid)?;
-            let spec = spec_from_wit(spec);
-            if spec.name != meta.name {
-                return Err(invalid(format!(
-                    "spec().name `{}` differs from metadata().name `{}`",
-                    spec.name, meta.name
-                )));
-            }
-            if serde_json::from_str::<serde_json::Value>(&spec.parameters).is_err() {
-                return Err(invalid(format!(
-                    "spec().parameters of `{}` is not valid JSON",
-                    spec.name
-                )));
-            }
-            return Ok(LoadedPlugin::Tool(Arc::new(ToolPlugin { meta, spec, pre })));
-        }
-        Err(invalid(format!(
-            "exports neither `{STRATEGY_EXPORT}` nor `{TOOL_EXPORT}` (it exports: {})",
-            if exports.is_empty() {
-                "nothing".to_string()
-            } else {
-                exports.join(", ")
-            }
-        )))
     }
 }
 
@@ -116,6 +120,7 @@ fn checked_meta(
     m: super::bindings::types::PluginMetadata,
     kind: PluginKind,
     file: PathBuf,
+    contract: Contract,
 ) -> Result<PluginMeta, String> {
     let valid_name = !m.name.is_empty()
         && m.name.len() <= 64
@@ -137,6 +142,7 @@ fn checked_meta(
         description: m.description,
         kind,
         file,
+        contract,
     })
 }
 

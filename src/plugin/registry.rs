@@ -11,12 +11,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::bindings::strategy::StrategyPre;
-use super::bindings::tool::ToolPre;
-use super::strategy_host::StrategyState;
-use super::tool_host::ToolState;
+use super::bindings::Contract;
+use super::world::{StrategyPre, ToolPre};
 use super::PluginError;
-use crate::llm::ToolSpec;
+use crate::llm::{ToolChoice, ToolSpec};
 
 /// Kept here as well as in `plugin` so that `plugin::registry::PluginHost`
 /// still names it for code written before the host moved to its own file.
@@ -38,18 +36,37 @@ pub struct PluginMeta {
     pub description: String,
     pub kind: PluginKind,
     pub file: PathBuf,
+    /// The contract version the component was built against.
+    #[serde(serialize_with = "contract_str")]
+    pub contract: Contract,
+}
+
+fn contract_str<S: serde::Serializer>(c: &Contract, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.as_str())
+}
+
+/// What a strategy asks for when an agent's configuration is silent (the
+/// strategy world's `defaults()`, read once at load time). `None` defers to
+/// the daemon's default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StrategyDefaults {
+    pub system_prompt: Option<String>,
+    pub next_step_prompt: Option<String>,
+    pub max_steps: Option<u32>,
+    pub tool_choice: Option<ToolChoice>,
+    pub special_tools: Option<Vec<String>>,
 }
 
 pub struct StrategyPlugin {
     pub meta: PluginMeta,
-    pub default_max_steps: Option<u32>,
-    pub pre: StrategyPre<StrategyState>,
+    pub defaults: StrategyDefaults,
+    pub pre: StrategyPre,
 }
 
 pub struct ToolPlugin {
     pub meta: PluginMeta,
     pub spec: ToolSpec,
-    pub pre: ToolPre<ToolState>,
+    pub pre: ToolPre,
 }
 
 /// Cloning is cheap (an `Arc`), and identity (`same_as`) tells whether a

@@ -57,6 +57,9 @@ pub struct PluginStatus {
     /// Of the file's current content: `None` when that did not load.
     pub version: Option<String>,
     pub description: Option<String>,
+    /// The contract version (`agentd:plugin@X`) the current content was
+    /// built against; `None` when it did not load.
+    pub contract: Option<String>,
     pub file: PathBuf,
     /// Of the file's current bytes, hex; `None` when the file cannot be read.
     pub sha256: Option<String>,
@@ -492,6 +495,7 @@ fn statuses_of(
                 kind: key.map(|k| k.0),
                 version: current.map(|m| m.version.clone()),
                 description: current.map(|m| m.description.clone()),
+                contract: current.map(|m| m.contract.as_str().to_string()),
                 file: path.clone(),
                 sha256: entry.sha256.as_ref().map(hex),
                 loaded_at_ms: entry.at_ms,

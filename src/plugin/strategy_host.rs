@@ -7,8 +7,8 @@ use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::strategy::agentd::plugin::{agent, logging};
 use super::bindings::types::{self as wit, ErrorCode};
+use super::bindings::v0_2::strategy::agentd::plugin::{agent, logging};
 use super::convert::*;
 use super::tool_host::ToolBox;
 use super::{plugin_log, sandboxed_wasi};
@@ -99,10 +99,19 @@ impl agent::Host for StrategyState {
         &mut self,
         message: wit::Message,
     ) -> wasmtime::Result<Result<(), wit::Error>> {
-        Ok(self
-            .run()?
-            .add_message(message_from_wit(message))
-            .map_err(|e| error(ErrorCode::InvalidInput, e.to_string())))
+        let message = message_from_wit(message);
+        let described = message.describe();
+        Ok(self.run()?.add_message(message).map_err(|e| {
+            // Named here, where it is known who sent it: the strategy sees
+            // this error and usually fails the step with it.
+            error(
+                ErrorCode::InvalidInput,
+                format!(
+                    "strategy `{}` added a message a real server would refuse ({described}): {e}",
+                    self.plugin
+                ),
+            )
+        }))
     }
 
     async fn chat(
@@ -119,8 +128,13 @@ impl agent::Host for StrategyState {
             Ok(r) => Ok(agent::ChatResponse {
                 message: message_to_wit(r.message),
                 usage: usage_to_wit(r.usage),
+                finish_reason: r.finish_reason.map(finish_to_wit),
             }),
             Err(ChatFailure::TokenLimit(m)) => Err(agent::ChatError::TokenLimit(m)),
+            Err(ChatFailure::Invalid(m)) => Err(agent::ChatError::Failed(error(
+                ErrorCode::InvalidInput,
+                format!("strategy `{}`: {m}", self.plugin),
+            ))),
             Err(ChatFailure::Failed(m)) => {
                 Err(agent::ChatError::Failed(error(ErrorCode::LlmFailed, m)))
             }

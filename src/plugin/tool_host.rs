@@ -9,12 +9,12 @@ use wasmtime::component::ResourceTable;
 use wasmtime::Store;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::strategy::agentd::plugin::logging;
-use super::bindings::tool::agentd::plugin::sandbox as wit_sandbox;
-use super::bindings::tool::Tool;
 use super::bindings::types::{self as wit, ErrorCode};
+use super::bindings::v0_2::strategy::agentd::plugin::logging;
+use super::bindings::v0_2::tool::agentd::plugin::sandbox as wit_sandbox;
 use super::convert::{error, sandbox_error};
 use super::registry::ToolPlugin;
+use super::world::ToolInstance;
 use super::{new_store, plugin_log, sandboxed_wasi};
 use crate::agent::deadline::{Paused, StepClock};
 use crate::sandbox::{CommandSpec, Sandbox};
@@ -173,7 +173,7 @@ pub enum ToolFailure {
 
 struct LiveTool {
     store: Store<ToolState>,
-    bindings: Tool,
+    instance: ToolInstance,
 }
 
 /// The tools of one run. Each tool is instantiated on its first call and then
@@ -215,25 +215,22 @@ impl ToolBox {
                     self.clock.clone(),
                 ),
             );
-            let bindings = plugin
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(|e| ToolFailure::Trapped {
-                    plugin: name.to_string(),
-                    message: format!("cannot instantiate: {e:#}"),
-                })?;
+            let instance =
+                plugin
+                    .pre
+                    .instantiate(&mut store)
+                    .await
+                    .map_err(|e| ToolFailure::Trapped {
+                        plugin: name.to_string(),
+                        message: format!("cannot instantiate: {e:#}"),
+                    })?;
             self.live
-                .insert(name.to_string(), LiveTool { store, bindings });
+                .insert(name.to_string(), LiveTool { store, instance });
         }
         let Some(live) = self.live.get_mut(name) else {
             return Err(ToolFailure::Unknown(name.to_string()));
         };
-        let result = live
-            .bindings
-            .agentd_plugin_tool_api()
-            .call_invoke(&mut live.store, arguments)
-            .await;
+        let result = live.instance.invoke(&mut live.store, arguments).await;
         match result {
             Ok(Ok(text)) => Ok(text),
             Ok(Err(e)) => Err(ToolFailure::Reported(e)),

@@ -322,6 +322,14 @@ fn validate(request: &Value) -> Result<(), String> {
     if request.get("model").and_then(Value::as_str).is_none() {
         return Err("'model' is required".into());
     }
+    if messages.is_empty() {
+        // OpenAI's wording.
+        return Err("[] is too short - 'messages'".into());
+    }
+    if !messages.iter().any(|m| m["role"] == "user") {
+        // What Qwen-family chat templates raise (vLLM answers 400 with it).
+        return Err("No user query found in messages.".into());
+    }
     if let Some(choice) = request.get("tool_choice") {
         if !matches!(choice.as_str(), Some("none" | "auto" | "required")) {
             return Err(format!("invalid tool_choice {choice}"));

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentd::agent::{Agent, Runtime};
-use agentd::config::{AgentConfig, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
+use agentd::config::AgentConfig;
 use agentd::llm::{LlmClient, LlmSettings, RetryPolicy};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::{NoSandbox, SandboxProvider};
@@ -49,6 +49,8 @@ pub const ALL_TEST_PLUGINS: &[&str] = &[
     "bash",
     "str_replace_editor",
     "python_execute",
+    "legacy_strategy",
+    "legacy_tool",
 ];
 
 pub struct Harness {
@@ -132,14 +134,18 @@ impl Harness {
     }
 }
 
-/// The bundled `toolcall` agent with the test tools and a step limit.
+/// OpenManus's `ToolCallAgent` prompts (contract §5), which the `toolcall`
+/// strategy plugin gives as its defaults.
+pub const TOOLCALL_SYSTEM_PROMPT: &str = "You are an agent that can execute tool calls";
+pub const TOOLCALL_NEXT_STEP_PROMPT: &str =
+    "If you want to stop interaction, use `terminate` tool/function call.";
+
+/// An agent on the `toolcall` strategy with the test tools and a step
+/// limit; its prompts are the strategy's defaults.
 pub fn toolcall_agent(max_steps: u32) -> AgentConfig {
     AgentConfig {
-        name: "tester".into(),
         strategy: "toolcall".into(),
         tools: vec!["echo".into(), "fail_tool".into(), "terminate".into()],
-        system_prompt: Some(TOOLCALL_SYSTEM_PROMPT.into()),
-        next_step_prompt: Some(TOOLCALL_NEXT_STEP_PROMPT.into()),
         max_steps: Some(max_steps),
         ..AgentConfig::with_defaults("tester")
     }
@@ -217,6 +223,7 @@ pub const PLUGIN_STATUS_FIELDS: &[&str] = &[
     "kind",
     "version",
     "description",
+    "contract",
     "file",
     "sha256",
     "loaded_at_ms",

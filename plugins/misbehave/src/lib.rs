@@ -2,7 +2,7 @@
 //! trap handling and stdio capture can be tested. The system prompt picks
 //! the behaviour because it is the one input a test sets per agent.
 
-use agentd_strategy_sdk::{Error, Guest, Metadata, agent, export_strategy};
+use agentd_strategy_sdk::{Defaults, Error, Guest, Message, Metadata, agent, export_strategy};
 
 struct Misbehave;
 
@@ -15,9 +15,16 @@ impl Guest for Misbehave {
         )
     }
 
-    /// The daemon's default keeps tests of the step limit about the daemon.
-    fn default_max_steps() -> Option<u32> {
-        None
+    /// No defaults: the daemon's keep tests of the step limit about the
+    /// daemon, and the system prompt (the behaviour) is always the agent's.
+    fn defaults() -> Defaults {
+        Defaults {
+            system_prompt: None,
+            next_step_prompt: None,
+            max_steps: None,
+            tool_choice: None,
+            special_tools: None,
+        }
     }
 
     fn step() -> Result<String, Error> {
@@ -47,6 +54,34 @@ impl Guest for Misbehave {
             let args = format!("args={}", std::env::args().count());
             agent::finish();
             return Ok(format!("{fs} {file} {env} {args}"));
+        }
+        // Messages and requests a real server would refuse: the host must
+        // refuse them first, naming this strategy.
+        if prompt.contains("empty-assistant") {
+            agent::add_message(&Message {
+                content: None,
+                ..Message::assistant("")
+            })?;
+            return Ok("added an empty assistant message".to_string());
+        }
+        if prompt.contains("tool-without-name") {
+            agent::add_message(&Message {
+                name: None,
+                ..Message::tool("out", "call_1", "echo")
+            })?;
+            return Ok("added a tool message without name".to_string());
+        }
+        if prompt.contains("no-user") {
+            let request = agentd_strategy_sdk::ChatRequest {
+                messages: vec![Message::system("no user here")],
+                tools: Vec::new(),
+                tool_choice: agentd_strategy_sdk::ToolChoice::None,
+            };
+            return match agent::chat(&request) {
+                Ok(_) => Ok("the host sent a request without a user message".to_string()),
+                Err(agentd_strategy_sdk::ChatError::Failed(e)) => Err(e),
+                Err(agentd_strategy_sdk::ChatError::TokenLimit(m)) => Err(Error::failed(m)),
+            };
         }
         if prompt.contains("print") {
             println!("hello from stdout");

@@ -6,9 +6,15 @@
 //! rely on them. Departures from OpenManus are marked where they happen.
 
 use agentd_strategy_sdk::{
-    AgentConfig, ChatError, ChatRequest, ChatResponse, Error, ErrorCode, Guest, Message, Metadata,
-    ToolCall, ToolChoice, ToolSpec, agent, export_strategy, log,
+    AgentConfig, ChatError, ChatRequest, ChatResponse, Defaults, Error, ErrorCode, FinishReason,
+    Guest, Message, Metadata, ToolCall, ToolChoice, ToolSpec, agent, export_strategy, log,
 };
+
+/// OpenManus's `ToolCallAgent.system_prompt`.
+pub const SYSTEM_PROMPT: &str = "You are an agent that can execute tool calls";
+/// OpenManus's `ToolCallAgent.next_step_prompt`.
+pub const NEXT_STEP_PROMPT: &str =
+    "If you want to stop interaction, use `terminate` tool/function call.";
 
 struct ToolCallAgent;
 
@@ -21,9 +27,16 @@ impl Guest for ToolCallAgent {
         )
     }
 
-    /// OpenManus's `ToolCallAgent.max_steps`.
-    fn default_max_steps() -> Option<u32> {
-        Some(30)
+    /// OpenManus's `ToolCallAgent` class defaults: any agent built on this
+    /// strategy behaves like a `ToolCallAgent` unless configured otherwise.
+    fn defaults() -> Defaults {
+        Defaults {
+            system_prompt: Some(SYSTEM_PROMPT.to_string()),
+            next_step_prompt: Some(NEXT_STEP_PROMPT.to_string()),
+            max_steps: Some(30),
+            tool_choice: Some(ToolChoice::Auto),
+            special_tools: Some(vec!["terminate".to_string()]),
+        }
     }
 
     fn step() -> Result<String, Error> {
@@ -87,11 +100,22 @@ impl Host for Imports {
 
 fn step<H: Host>(host: H) -> Result<String, Error> {
     let mut step = Step::new(host);
-    if !step.think()? {
-        return Ok("Thinking complete - no action needed".to_string());
-    }
-    step.act()
+    let result = if step.think()? {
+        step.act()?
+    } else {
+        "Thinking complete - no action needed".to_string()
+    };
+    // Departure from OpenManus, which never looks at `finish_reason`: a cut
+    // answer is recorded as cut, so the run's record says why it is short.
+    Ok(if step.cut {
+        format!("{result}\n{CUT_NOTE}")
+    } else {
+        result
+    })
 }
+
+/// Appended to the result of a step whose answer hit `max_tokens`.
+const CUT_NOTE: &str = "(The model's answer was cut: it hit the max_tokens limit.)";
 
 /// What one step needs to carry from think to act. Nothing outlives a step:
 /// the host owns memory, and each step starts from it afresh.
@@ -101,6 +125,8 @@ struct Step<H> {
     tools: Vec<ToolSpec>,
     /// The calls the model asked for in this step's think, still to run.
     tool_calls: Vec<ToolCall>,
+    /// The server said the answer stopped at `max_tokens`.
+    cut: bool,
 }
 
 impl<H: Host> Step<H> {
@@ -110,6 +136,7 @@ impl<H: Host> Step<H> {
             tools: host.tools(),
             host,
             tool_calls: Vec::new(),
+            cut: false,
         }
     }
 
@@ -146,6 +173,11 @@ impl<H: Host> Step<H> {
             Err(ChatError::Failed(error)) => return Err(error),
         };
 
+        self.cut = response.finish_reason == Some(FinishReason::Length);
+        if self.cut {
+            self.host
+                .warn("the model's answer was cut at max_tokens; it may be incomplete");
+        }
         let content = response.message.content.unwrap_or_default();
         let tool_calls = response.message.tool_calls;
         let name = &self.config.name;
@@ -248,6 +280,13 @@ impl<H: Host> Step<H> {
             call
         };
         if serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_err() {
+            if self.cut {
+                // Not the model's mistake to fix in its JSON: it ran out of
+                // room, and saying so lets it ask for less at once.
+                return Ok(format!(
+                    "Error: The arguments for {name} are incomplete: the model's output hit the max_tokens limit before they were finished. Produce shorter arguments (for example, write a long file in several steps)."
+                ));
+            }
             self.host.error(&format!(
                 "📝 Oops! The arguments for '{name}' don't make sense - invalid JSON, arguments:{}",
                 call.arguments
@@ -316,6 +355,8 @@ mod tests {
         config: AgentConfig,
         memory: Vec<Message>,
         replies: VecDeque<Result<Message, ChatError>>,
+        /// The finish reason of each scripted reply, in the same order.
+        finish: VecDeque<Option<FinishReason>>,
         requests: Vec<ChatRequest>,
         tools: Vec<ToolSpec>,
         results: HashMap<String, Result<String, Error>>,
@@ -339,6 +380,7 @@ mod tests {
                 },
                 memory: vec![Message::user("hello")],
                 replies: VecDeque::new(),
+                finish: VecDeque::new(),
                 requests: Vec::new(),
                 tools: ["echo", "terminate"]
                     .iter()
@@ -365,6 +407,15 @@ mod tests {
                 content.map(str::to_string),
                 calls,
             )));
+            self.finish.push_back(Some(FinishReason::Stop));
+            self
+        }
+
+        /// Marks the last scripted reply as cut at `max_tokens`.
+        fn cut(mut self) -> Self {
+            if let Some(last) = self.finish.back_mut() {
+                *last = Some(FinishReason::Length);
+            }
             self
         }
 
@@ -393,9 +444,11 @@ mod tests {
         }
         fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
             self.requests.push(request.clone());
+            let finish_reason = self.finish.pop_front().flatten();
             let message = self.replies.pop_front().expect("no scripted reply")?;
             Ok(ChatResponse {
                 message,
+                finish_reason,
                 usage: Usage {
                     prompt_tokens: 1,
                     completion_tokens: 1,
@@ -630,6 +683,45 @@ mod tests {
         assert_eq!(text, "abc");
         truncate_chars(&mut text, 10);
         assert_eq!(text, "abc");
+    }
+
+    #[test]
+    fn arguments_cut_at_max_tokens_say_so() {
+        let mut host = FakeHost::new(ToolChoice::Auto)
+            .reply(None, &[("echo", r#"{"text": "a very long te"#)])
+            .cut();
+        let result = step(&mut host).expect("step");
+        let observation = host.added()[2].text().to_string();
+        assert!(
+            observation.starts_with("Error: The arguments for echo are incomplete")
+                && observation.contains("max_tokens"),
+            "{observation}"
+        );
+        assert!(host.invoked.is_empty(), "a cut call is not run");
+        assert!(result.ends_with(CUT_NOTE), "{result}");
+    }
+
+    #[test]
+    fn a_cut_text_answer_is_recorded_as_cut() {
+        let mut host = FakeHost::new(ToolChoice::Auto)
+            .reply(Some("The answer is"), &[])
+            .cut();
+        assert_eq!(step(&mut host), Ok(format!("The answer is\n{CUT_NOTE}")));
+    }
+
+    #[test]
+    fn defaults_are_toolcall_agents() {
+        let d = <ToolCallAgent as Guest>::defaults();
+        assert_eq!(
+            d.system_prompt.as_deref(),
+            Some("You are an agent that can execute tool calls")
+        );
+        assert_eq!(
+            d.next_step_prompt.as_deref(),
+            Some("If you want to stop interaction, use `terminate` tool/function call.")
+        );
+        assert_eq!(d.max_steps, Some(30));
+        assert_eq!(d.special_tools, Some(vec!["terminate".to_string()]));
     }
 
     #[test]

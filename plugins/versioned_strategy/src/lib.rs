@@ -12,7 +12,8 @@
 //! calls in a reply are ignored).
 
 use agentd_strategy_sdk::{
-    ChatError, ChatRequest, Error, Guest, Message, Metadata, ToolChoice, agent, export_strategy,
+    ChatError, ChatRequest, Defaults, Error, Guest, Message, Metadata, ToolChoice, agent,
+    export_strategy,
 };
 
 const NAME: &str = "versioned_strategy";
@@ -31,8 +32,14 @@ impl Guest for VersionedStrategy {
         )
     }
 
-    fn default_max_steps() -> Option<u32> {
-        Some(10)
+    fn defaults() -> Defaults {
+        Defaults {
+            system_prompt: None,
+            next_step_prompt: None,
+            max_steps: Some(10),
+            tool_choice: None,
+            special_tools: None,
+        }
     }
 
     fn step() -> Result<String, Error> {

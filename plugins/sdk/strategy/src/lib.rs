@@ -8,7 +8,7 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "strategy",
-        path: "../../../wit",
+        path: "../../../wit/since_v0.2.0",
         // Lets plugin code and tests compare messages and errors.
         additional_derives: [PartialEq],
         pub_export_macro: true,
@@ -17,17 +17,24 @@ pub mod bindings {
     });
 }
 
+/// The contract this SDK builds against: the host reports it for each
+/// plugin (`agentd plugins`, `GET /v1/plugins`).
+pub const CONTRACT: &str = "agentd:plugin@0.2.0";
+
 pub use bindings::agentd::plugin::agent::{
-    self, AgentConfig, ChatError, ChatRequest, ChatResponse, ToolChoice,
+    self, AgentConfig, ChatError, ChatRequest, ChatResponse, FinishReason,
 };
 pub use bindings::agentd::plugin::types::{
-    Error, ErrorCode, Message, PluginMetadata as Metadata, Role, ToolCall, ToolSpec, Usage,
+    Error, ErrorCode, Message, PluginMetadata as Metadata, Role, ToolCall, ToolChoice, ToolSpec,
+    Usage,
 };
 /// `export_strategy!(MyStrategy)` makes `MyStrategy` (which implements
 /// [`Guest`]) the component's `strategy-api` export. Use it exactly once.
 pub use bindings::export_strategy;
 /// The trait a strategy implements.
 pub use bindings::exports::agentd::plugin::strategy_api::Guest;
+/// What a strategy returns from `Guest::defaults`.
+pub use bindings::exports::agentd::plugin::strategy_api::StrategyDefaults as Defaults;
 
 include!("../../common.rs");
 

@@ -8,7 +8,7 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool",
-        path: "../../../wit",
+        path: "../../../wit/since_v0.2.0",
         // Lets plugin code and tests compare messages and errors.
         additional_derives: [PartialEq],
         pub_export_macro: true,
@@ -16,6 +16,10 @@ pub mod bindings {
         default_bindings_module: "agentd_tool_sdk::bindings",
     });
 }
+
+/// The contract this SDK builds against: the host reports it for each
+/// plugin (`agentd plugins`, `GET /v1/plugins`).
+pub const CONTRACT: &str = "agentd:plugin@0.2.0";
 
 pub use bindings::agentd::plugin::sandbox::{self, Command, CommandOutput, DirEntry};
 pub use bindings::agentd::plugin::types::{Error, ErrorCode, PluginMetadata as Metadata, ToolSpec};

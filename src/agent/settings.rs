@@ -1,0 +1,192 @@
+//! The settings a run uses: each one is the agent's own key, else its
+//! strategy's default (what the strategy plugin says it needs, as
+//! OpenManus's `ToolCallAgent` carries its prompts in the class), else the
+//! daemon's. Resolved once when a run starts, from the plugin snapshot the
+//! run keeps, and reported with where each value came from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::AgentConfig;
+use crate::llm::ToolChoice;
+use crate::plugin::StrategyDefaults;
+
+/// Used when neither the agent's configuration nor its strategy sets a limit.
+pub const DAEMON_DEFAULT_MAX_STEPS: u32 = 10;
+pub const DAEMON_DEFAULT_TOOL_CHOICE: ToolChoice = ToolChoice::Auto;
+pub const DAEMON_DEFAULT_SPECIAL_TOOLS: &[&str] = &["terminate"];
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The agent's own configuration.
+    Agent,
+    /// The strategy plugin's `defaults()`.
+    Strategy,
+    /// The daemon's built-in default.
+    Daemon,
+    /// Nobody set it (a prompt that is not sent at all).
+    None,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Agent => "agent",
+            Source::Strategy => "strategy",
+            Source::Daemon => "daemon",
+            Source::None => "none",
+        }
+    }
+}
+
+/// The resolved settings of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSettings {
+    pub name: String,
+    pub system_prompt: Option<String>,
+    pub next_step_prompt: Option<String>,
+    pub max_steps: u32,
+    pub max_observe: Option<u32>,
+    pub tool_choice: ToolChoice,
+    pub special_tools: Vec<String>,
+    pub duplicate_threshold: u32,
+    pub max_messages: u32,
+}
+
+/// Where each layered setting of [`RunSettings`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sources {
+    pub system_prompt: Source,
+    pub next_step_prompt: Source,
+    pub max_steps: Source,
+    pub tool_choice: Source,
+    pub special_tools: Source,
+}
+
+/// Layers `agent` over `strategy` (its loaded plugin's defaults; `None`
+/// when the plugin is not loaded) over the daemon's defaults.
+pub fn resolve(agent: &AgentConfig, strategy: Option<&StrategyDefaults>) -> (RunSettings, Sources) {
+    let empty = StrategyDefaults::default();
+    let strategy = strategy.unwrap_or(&empty);
+    let (system_prompt, system_src) = prompt(&agent.system_prompt, &strategy.system_prompt);
+    let (next_step_prompt, next_src) = prompt(&agent.next_step_prompt, &strategy.next_step_prompt);
+    let (max_steps, steps_src) = layer(
+        agent.max_steps,
+        strategy.max_steps,
+        DAEMON_DEFAULT_MAX_STEPS,
+    );
+    let (tool_choice, choice_src) = layer(
+        agent.tool_choice,
+        strategy.tool_choice,
+        DAEMON_DEFAULT_TOOL_CHOICE,
+    );
+    let (special_tools, special_src) = layer(
+        agent.special_tools.clone(),
+        strategy.special_tools.clone(),
+        DAEMON_DEFAULT_SPECIAL_TOOLS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    );
+    let settings = RunSettings {
+        name: agent.name.clone(),
+        system_prompt,
+        next_step_prompt,
+        // A strategy asking for 0 steps gets one: a run always steps once.
+        max_steps: max_steps.max(1),
+        max_observe: agent.max_observe,
+        tool_choice,
+        special_tools,
+        duplicate_threshold: agent.duplicate_threshold,
+        max_messages: agent.max_messages,
+    };
+    let sources = Sources {
+        system_prompt: system_src,
+        next_step_prompt: next_src,
+        max_steps: steps_src,
+        tool_choice: choice_src,
+        special_tools: special_src,
+    };
+    (settings, sources)
+}
+
+fn layer<T>(agent: Option<T>, strategy: Option<T>, daemon: T) -> (T, Source) {
+    match (agent, strategy) {
+        (Some(v), _) => (v, Source::Agent),
+        (None, Some(v)) => (v, Source::Strategy),
+        (None, None) => (daemon, Source::Daemon),
+    }
+}
+
+/// An agent's prompt key set to `""` means "send none", even when the
+/// strategy has a default: that is how an agent opts out of it.
+fn prompt(agent: &Option<String>, strategy: &Option<String>) -> (Option<String>, Source) {
+    match (agent, strategy) {
+        (Some(a), _) if a.is_empty() => (None, Source::Agent),
+        (Some(a), _) => (Some(a.clone()), Source::Agent),
+        (None, Some(s)) if !s.is_empty() => (Some(s.clone()), Source::Strategy),
+        (None, _) => (None, Source::None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toolcall_defaults() -> StrategyDefaults {
+        StrategyDefaults {
+            system_prompt: Some("sys".into()),
+            next_step_prompt: Some("next".into()),
+            max_steps: Some(30),
+            tool_choice: None,
+            special_tools: Some(vec!["finish".into()]),
+        }
+    }
+
+    #[test]
+    fn agent_then_strategy_then_daemon() {
+        let mut agent = AgentConfig::with_defaults("mine");
+        let (s, src) = resolve(&agent, Some(&toolcall_defaults()));
+        assert_eq!(s.system_prompt.as_deref(), Some("sys"));
+        assert_eq!(s.next_step_prompt.as_deref(), Some("next"));
+        assert_eq!((s.max_steps, src.max_steps), (30, Source::Strategy));
+        assert_eq!(
+            (s.tool_choice, src.tool_choice),
+            (ToolChoice::Auto, Source::Daemon)
+        );
+        assert_eq!(s.special_tools, ["finish"]);
+        assert_eq!(src.system_prompt, Source::Strategy);
+
+        agent.system_prompt = Some("mine".into());
+        agent.max_steps = Some(3);
+        agent.tool_choice = Some(ToolChoice::Required);
+        let (s, src) = resolve(&agent, Some(&toolcall_defaults()));
+        assert_eq!(s.system_prompt.as_deref(), Some("mine"));
+        assert_eq!((s.max_steps, src.max_steps), (3, Source::Agent));
+        assert_eq!(
+            (s.tool_choice, src.tool_choice),
+            (ToolChoice::Required, Source::Agent)
+        );
+
+        let (s, src) = resolve(&AgentConfig::with_defaults("x"), None);
+        assert_eq!(
+            (s.max_steps, src.max_steps),
+            (DAEMON_DEFAULT_MAX_STEPS, Source::Daemon)
+        );
+        assert_eq!((s.system_prompt, src.system_prompt), (None, Source::None));
+        assert_eq!(s.special_tools, ["terminate"]);
+    }
+
+    #[test]
+    fn an_empty_prompt_opts_out_of_the_strategy_default() {
+        let mut agent = AgentConfig::with_defaults("quiet");
+        agent.next_step_prompt = Some(String::new());
+        let (s, src) = resolve(&agent, Some(&toolcall_defaults()));
+        assert_eq!(
+            (s.next_step_prompt, src.next_step_prompt),
+            (None, Source::Agent)
+        );
+        assert_eq!(s.system_prompt.as_deref(), Some("sys"));
+    }
+}
