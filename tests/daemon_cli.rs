@@ -142,9 +142,9 @@ async fn every_command_works_against_the_daemon() {
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
         assert_eq!(status["accepting_runs"], true);
 
-        // An unknown agent: the daemon's message, exit 1.
+        // An unknown agent: the daemon's message, exit 2 as with --local.
         let out = cli(&d, &["run", "nobody", "hi"]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(2));
         assert!(
             text(&out.stderr).contains("unknown agent"),
             "{}",
