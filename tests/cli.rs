@@ -215,6 +215,19 @@ fn bad_usage_and_bad_config_exit_2_with_the_reason() {
         stderr.contains("unknown agent `nobody`") && stderr.contains("toolcall"),
         "{stderr}"
     );
+
+    // An empty request, refused as the daemon refuses it.
+    let out = agentd(&[
+        "run",
+        "--local",
+        "--config",
+        good.to_str().expect("utf8"),
+        "toolcall",
+        " \n",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("must not be empty"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -150,6 +150,10 @@ async fn every_command_works_against_the_daemon() {
             "{}",
             text(&out.stderr)
         );
+        // So is an empty request, refused by the daemon as by --local.
+        let out = cli(&d, &["run", "echoer", " "]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("must not be empty"));
     });
 }
 

@@ -50,6 +50,10 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // Refused as the daemon refuses it, so a script sees one behaviour.
+    if args.request.trim().is_empty() {
+        return fail("the request must not be empty");
+    }
     let Some(agent_config) = config.agent(&args.agent).cloned() else {
         let known: Vec<_> = config.agents.keys().cloned().collect();
         return fail(format!(
