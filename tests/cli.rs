@@ -6,6 +6,7 @@ mod common;
 use std::process::{Command, Output};
 
 use agentd::testkit::{FakeLlm, Reply};
+use common::daemon::Daemon;
 use common::plugins_dir;
 
 struct Env {
@@ -76,7 +77,21 @@ async fn run_local_json_prints_the_record_and_exits_0() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON record");
     for key in [
-        "id", "agent", "request", "outcome", "steps", "result", "error", "messages", "usage",
+        "id",
+        "seq",
+        "agent",
+        "request",
+        "state",
+        "outcome",
+        "steps",
+        "max_steps",
+        "result",
+        "error",
+        "messages",
+        "usage",
+        "created_at_ms",
+        "started_at_ms",
+        "ended_at_ms",
     ] {
         assert!(record.get(key).is_some(), "missing {key}: {record}");
     }
@@ -215,6 +230,19 @@ fn bad_usage_and_bad_config_exit_2_with_the_reason() {
         stderr.contains("unknown agent `nobody`") && stderr.contains("toolcall"),
         "{stderr}"
     );
+
+    // An empty request, refused as the daemon refuses it.
+    let out = agentd(&[
+        "run",
+        "--local",
+        "--config",
+        good.to_str().expect("utf8"),
+        "toolcall",
+        " \n",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("must not be empty"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -244,4 +272,100 @@ async fn plugin_output_goes_to_the_log_with_the_plugin_name() {
         "stdout is for the result only"
     );
     drop(e.dir);
+}
+
+/// An agent whose memory window (4) is smaller than its transcript.
+const SHORT_MEMORY: &str = "\n[agents.echoer]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_messages = 4\n";
+
+fn echo_thrice(llm: &FakeLlm) {
+    llm.push_all([
+        Reply::call("echo", r#"{"text":"one"}"#),
+        Reply::call("echo", r#"{"text":"two"}"#),
+        Reply::call("echo", r#"{"text":"three"}"#),
+        Reply::terminate(),
+    ]);
+}
+
+/// `run --local --json` prints the daemon's record for the same run: the
+/// same keys, the same values but for the run's id and times, and the whole
+/// transcript rather than the window the model saw last.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_local_json_prints_the_daemons_record_with_the_whole_transcript() {
+    let e = env(SHORT_MEMORY).await;
+    echo_thrice(&e.llm);
+    let out = agentd_async(vec![
+        "run".into(),
+        "--local".into(),
+        "--json".into(),
+        "--config".into(),
+        e.config.display().to_string(),
+        "echoer".into(),
+        "echo three times".into(),
+    ])
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut local: serde_json::Value = serde_json::from_slice(&out.stdout).expect("local record");
+
+    let daemon_llm = FakeLlm::start().await.expect("fake llm");
+    echo_thrice(&daemon_llm);
+    let d = tokio::task::block_in_place(|| Daemon::start(&daemon_llm, SHORT_MEMORY));
+    let out = tokio::task::block_in_place(|| {
+        Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["run", "--json", "echoer", "echo three times"])
+            .env_remove("AGENTD_CONFIG")
+            .env_remove("AGENTD_SOCKET")
+            .output()
+            .expect("run through the daemon")
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut daemon: serde_json::Value = serde_json::from_slice(&out.stdout).expect("daemon record");
+
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        v.as_object().expect("object").keys().cloned().collect()
+    };
+    assert_eq!(keys(&local), keys(&daemon));
+    assert_eq!(local["state"], "ended");
+    assert_eq!(local["max_steps"], 30);
+    let (created, started, ended) = (
+        local["created_at_ms"].as_i64().expect("created"),
+        local["started_at_ms"].as_i64().expect("started"),
+        local["ended_at_ms"].as_i64().expect("ended"),
+    );
+    assert!(created <= started && started <= ended, "{local}");
+
+    let messages = local["messages"].as_array().expect("messages");
+    assert_eq!(
+        messages[0],
+        serde_json::json!({"role": "user", "content": "echo three times"})
+    );
+    // The request, then per step the assistant's call and the tool's answer
+    // (and whatever else the strategy adds): far more than the window of 4.
+    let echoes = messages
+        .iter()
+        .filter(|m| m["role"] == "tool" && m["name"] == "echo")
+        .count();
+    assert_eq!(echoes, 3, "{local}");
+    assert!(messages.len() > 4 + 3, "{local}");
+
+    // Everything else is the daemon's record, value for value, messages
+    // included.
+    for record in [&mut local, &mut daemon] {
+        let o = record.as_object_mut().expect("object");
+        for key in ["id", "seq", "created_at_ms", "started_at_ms", "ended_at_ms"] {
+            o.remove(key);
+        }
+    }
+    assert_eq!(local, daemon);
 }

@@ -156,18 +156,31 @@ async fn create_run(
     Json(body): Json<CreateRun>,
 ) -> Response {
     record_host(&seen, &headers);
-    let id = match body.agent.as_str() {
-        "toolcall" => "run-1",
-        "slow" => "run-slow",
-        "broken" => "run-broken",
-        other => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "unknown_agent",
-                &format!("unknown agent `{other}`"),
-            )
-        }
-    };
+    let id =
+        match body.agent.as_str() {
+            "toolcall" => "run-1",
+            "slow" => "run-slow",
+            "broken" => "run-broken",
+            "unusable" => return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "agent `unusable` cannot run: no base_url: set [llm] base_url or $OPENAI_BASE_URL",
+            ),
+            "closing" => {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shutting_down",
+                    "agentd is shutting down and accepts no new runs",
+                )
+            }
+            other => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    "unknown_agent",
+                    &format!("unknown agent `{other}`"),
+                )
+            }
+        };
     seen.created.lock().expect("lock").push(body);
     (StatusCode::CREATED, Json(run(id, RunState::Queued, None))).into_response()
 }
@@ -400,15 +413,28 @@ async fn detach_prints_the_id_and_leaves_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_daemons_refusals_exit_1_with_its_message() {
+async fn the_daemons_refusals_print_its_message_and_exit_by_its_code() {
     let d = fake_daemon().await;
     let out = agentd(&d.socket, &["show", "nope"]).await;
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stderr), "agentd: no run `nope`\n");
 
+    // A run the daemon will not make because of what it was asked is bad
+    // usage or configuration: 2, as with --local.
     let out = agentd(&d.socket, &["run", "nobody", "hi"]).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(text(&out.stderr), "agentd: unknown agent `nobody`\n");
+    let out = agentd(&d.socket, &["run", "--json", "unusable", "hi"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "agentd: agent `unusable` cannot run: no base_url: set [llm] base_url or $OPENAI_BASE_URL\n"
+    );
+    assert_eq!(text(&out.stdout), "");
+    // A daemon that cannot take runs now is not the user's mistake.
+    let out = agentd(&d.socket, &["run", "closing", "hi"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("shutting down"));
 
     let out = agentd(&d.socket, &["cancel", "run-1"]).await;
     assert_eq!(out.status.code(), Some(1));

@@ -142,14 +142,18 @@ async fn every_command_works_against_the_daemon() {
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
         assert_eq!(status["accepting_runs"], true);
 
-        // An unknown agent: the daemon's message, exit 1.
+        // An unknown agent: the daemon's message, exit 2 as with --local.
         let out = cli(&d, &["run", "nobody", "hi"]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(2));
         assert!(
             text(&out.stderr).contains("unknown agent"),
             "{}",
             text(&out.stderr)
         );
+        // So is an empty request, refused by the daemon as by --local.
+        let out = cli(&d, &["run", "echoer", " "]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("must not be empty"));
     });
 }
 

@@ -5,6 +5,7 @@ mod endpoint;
 mod follow;
 mod info;
 mod live;
+mod local_record;
 mod ndjson;
 mod out;
 mod progress;

@@ -13,7 +13,7 @@ use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::{follow, Ending};
 use super::live::LiveStatus;
 use super::view::{EventView, Progress};
-use super::{out, RunArgs, EXIT_INTERRUPTED};
+use super::{out, RunArgs, EXIT_INTERRUPTED, EXIT_USAGE};
 use crate::api::{CreateRun, RunState, RunView};
 
 /// The daemon may send `run_ended` a moment before the record says so;
@@ -26,7 +26,14 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
         agent: args.agent.clone(),
         request: args.request.clone(),
     };
-    let created: Value = client.post("/v1/runs", &request).await?;
+    let created: Value = match client.post("/v1/runs", &request).await {
+        Ok(v) => v,
+        Err(e) if refuses_the_input(&e) => {
+            eprintln!("agentd: {e}");
+            return Ok(EXIT_USAGE);
+        }
+        Err(e) => return Err(e),
+    };
     let view: RunView = from_value("the new run", &created)?;
     let id = view.summary.id.clone();
     if args.detach {
@@ -67,6 +74,19 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
         out::line(result.trim_end_matches('\n'));
     }
     Ok(view.summary.outcome.unwrap_or(outcome).exit_code())
+}
+
+/// The daemon refusing to create the run because of what it was asked (an
+/// unknown agent, an agent whose `[llm]` settings are unusable, a bad or
+/// oversized request) is bad usage or configuration: exit 2, as `run --local`
+/// does for the same mistakes. Told apart by the API's stable error codes;
+/// anything else (shutting down, internal) stays a failure of the command.
+fn refuses_the_input(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Http { code, .. }
+            if matches!(code.as_str(), "unknown_agent" | "bad_request" | "payload_too_large")
+    )
 }
 
 /// The run's record once it says the run ended, as JSON (to print whole)

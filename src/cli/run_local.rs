@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::local_record::LocalRecord;
 use super::{progress, PluginsArgs, RunArgs, EXIT_USAGE};
 use crate::agent::{Agent, RunOptions, Runtime};
 use crate::config::{default_config_path, Config};
@@ -50,6 +51,10 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // Refused as the daemon refuses it, so a script sees one behaviour.
+    if args.request.trim().is_empty() {
+        return fail("the request must not be empty");
+    }
     let Some(agent_config) = config.agent(&args.agent).cloned() else {
         let known: Vec<_> = config.agents.keys().cloned().collect();
         return fail(format!(
@@ -62,13 +67,14 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let local = LocalRecord::new(&run_id, &agent_config.name, &args.request);
     let plugins = match load_plugins(&config).await {
         Ok(p) => p,
         Err(code) => return code,
     };
     // A bad [sandbox] section is reported, but runs that never touch a
     // sandbox still work; tools that do get the reason.
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
     let docker = match DockerSandboxProvider::new(&config.sandbox) {
         Ok(p) => Some(Arc::new(p)),
         Err(e) => {
@@ -94,9 +100,10 @@ pub async fn run(args: RunArgs) -> i32 {
     let opts = RunOptions {
         run_id: Some(run_id),
         cancel,
-        events: Arc::new(progress::print_event),
-        messages: None,
+        events: local.event_sink(Arc::new(progress::print_event)),
+        messages: Some(local.message_sink()),
     };
+    local.start();
     let record = match agent.run(&args.request, opts).await {
         Ok(r) => r,
         Err(e) => return fail(e),
@@ -107,7 +114,9 @@ pub async fn run(args: RunArgs) -> i32 {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), p.reap_orphans(&[])).await;
     }
     if args.json {
-        match serde_json::to_string_pretty(&record) {
+        // The daemon's record, not the agent's: one shape with or without
+        // `--local`, and the whole transcript.
+        match serde_json::to_string_pretty(&local.finish(&record)) {
             Ok(s) => println!("{s}"),
             Err(e) => return fail(format!("cannot encode the run record: {e}")),
         }

@@ -23,7 +23,8 @@ pub struct FileConfig {
     pub agents: BTreeMap<String, AgentKeys>,
 }
 
-/// Keys of `[llm]` and of each `[llm.<agent>]` override.
+/// Keys of `[llm]` and of each per-agent override (`[llm.<agent>]`,
+/// `[agents.<agent>.llm]`).
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LlmKeys {
@@ -97,6 +98,10 @@ const LLM_KEYS: &[&str] = &[
 pub struct LlmSection {
     pub base: LlmKeys,
     pub overrides: BTreeMap<String, LlmKeys>,
+    /// Per override (agent name in lower case): the name as written and
+    /// where its table is, so a name matching no agent can be reported
+    /// with its line once the agents are known.
+    pub override_sites: BTreeMap<String, (String, std::ops::Range<usize>)>,
     pub problems: Vec<(std::ops::Range<usize>, String)>,
 }
 
@@ -131,7 +136,17 @@ impl<'de> Deserialize<'de> for LlmSection {
                     match value {
                         toml::Value::Table(t) => match LlmKeys::deserialize(toml::Value::Table(t)) {
                             Ok(keys) => {
-                                section.overrides.insert(key.to_lowercase(), keys);
+                                let lower = key.to_lowercase();
+                                // `[llm.Manus]` and `[llm.manus]` are one agent's:
+                                // keeping either silently would lose the other.
+                                if let Some((first, _)) = section.override_sites.get(&lower) {
+                                    section.problems.push((
+                                        span.clone(),
+                                        format!("[llm.{key}] and [llm.{first}] are overrides of the same agent (names compare in lower case); keep one"),
+                                    ));
+                                }
+                                section.override_sites.insert(lower.clone(), (key, span));
+                                section.overrides.insert(lower, keys);
                             }
                             Err(e) => section
                                 .problems
@@ -198,6 +213,10 @@ pub struct SandboxKeys {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentKeys {
+    /// `[agents.<name>.llm]`: this agent's `[llm]` overrides. Unlike
+    /// `[llm.<name>]` it works for any name, `timeout` or `model` included;
+    /// the span locates the table in errors.
+    pub llm: Option<toml::Spanned<LlmKeys>>,
     pub strategy: Option<String>,
     pub tools: Option<Vec<String>>,
     pub system_prompt: Option<String>,

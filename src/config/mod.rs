@@ -3,6 +3,7 @@
 
 mod bundled;
 mod file;
+mod llm_overrides;
 mod paths;
 
 use std::collections::BTreeMap;
@@ -159,7 +160,7 @@ impl AgentConfig {
 impl Config {
     /// The configuration with no file at all.
     pub fn defaults() -> Self {
-        Self::from_file(None, FileConfig::default()).expect("the built-in defaults are valid")
+        Self::from_file(None, "", FileConfig::default()).expect("the built-in defaults are valid")
     }
 
     /// Loads `path`, or the defaults when `path` is `None`.
@@ -189,7 +190,7 @@ impl Config {
                 message: message.clone(),
             });
         }
-        Self::from_file(Some(file), parsed).map_err(|e| match e {
+        Self::from_file(Some(file), text, parsed).map_err(|e| match e {
             ConfigError::Invalid {
                 file,
                 line: None,
@@ -203,7 +204,9 @@ impl Config {
         })
     }
 
-    fn from_file(file: Option<&Path>, f: FileConfig) -> Result<Self, ConfigError> {
+    /// `text` is the file's text (empty for the defaults), for errors that
+    /// know where they are.
+    fn from_file(file: Option<&Path>, text: &str, f: FileConfig) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid {
             file: file.map(Path::to_path_buf).unwrap_or_default(),
             line: None,
@@ -292,9 +295,21 @@ impl Config {
                 )));
             }
         }
+        let names: Vec<&str> = agents.keys().map(String::as_str).collect();
+        let overrides = llm_overrides::resolve(&f.llm, &f.agents, &names, text).map_err(|r| {
+            ConfigError::Invalid {
+                file: file.map(Path::to_path_buf).unwrap_or_default(),
+                line: Some(line_of(text, r.at)),
+                message: r.message,
+            }
+        })?;
+        let tables: BTreeMap<String, String> = overrides
+            .iter()
+            .map(|(name, o)| (name.clone(), o.table.clone()))
+            .collect();
         let llm = LlmConfig {
             base: f.llm.base,
-            overrides: f.llm.overrides,
+            overrides: overrides.into_iter().map(|(k, o)| (k, o.keys)).collect(),
         };
         for (name, keys) in std::iter::once(("", &llm.base))
             .chain(llm.overrides.iter().map(|(k, v)| (k.as_str(), v)))
@@ -304,7 +319,7 @@ impl Config {
                     let table = if name.is_empty() {
                         "[llm]".to_string()
                     } else {
-                        format!("[llm.{name}]")
+                        tables.get(name).cloned().unwrap_or_default()
                     };
                     return Err(invalid(format!(
                         "{table} timeout must be a positive number of seconds"
@@ -327,7 +342,8 @@ impl Config {
 }
 
 impl LlmConfig {
-    /// `[llm]` overlaid with `[llm.<agent name in lower case>]`, then the
+    /// `[llm]` overlaid with the agent's overrides (`[agents.<agent>.llm]`
+    /// or `[llm.<agent>]`, names compared in lower case), then the
     /// environment fallbacks for what is still unset.
     pub fn for_agent(&self, agent: &str) -> LlmSettings {
         let keys = match self.overrides.get(&agent.to_lowercase()) {

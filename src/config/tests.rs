@@ -135,3 +135,63 @@ fn an_override_key_setting_replaces_both_key_settings() {
         Some("sk-base")
     );
 }
+
+#[test]
+fn an_llm_override_naming_no_agent_is_refused_with_its_line() {
+    let msg = parse("[llm]\nmodel = \"m\"\n\n[llm.mnaus]\nmodel = \"x\"\n")
+        .expect_err("typo in the agent name")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:4: [llm.mnaus] names no agent"),
+        "{msg}"
+    );
+    assert!(msg.contains("known agents: manus, toolcall"), "{msg}");
+    // Agents from the file count, in any case.
+    let c =
+        parse("[agents.Researcher]\nstrategy = \"toolcall\"\n[llm.researcher]\nmodel = \"r\"\n")
+            .expect("an agent of the file");
+    assert_eq!(c.llm.for_agent("Researcher").model, "r");
+}
+
+#[test]
+fn agents_named_like_llm_keys_take_overrides_under_their_own_table() {
+    let c = parse(
+        "[llm]\nmodel = \"base\"\n[agents.timeout]\nstrategy = \"toolcall\"\n[agents.timeout.llm]\nmodel = \"x\"\ntimeout = 5\n",
+    )
+    .expect("valid");
+    let t = c.llm.for_agent("timeout");
+    assert_eq!(t.model, "x");
+    assert_eq!(t.request_timeout, Duration::from_secs(5));
+    assert_eq!(c.llm.for_agent("toolcall").model, "base");
+    // The table alone defines the agent, as any [agents.X] key does.
+    let c = parse("[agents.model.llm]\nmodel = \"y\"\n").expect("valid");
+    assert!(c.agent("model").is_some());
+    assert_eq!(c.llm.for_agent("model").model, "y");
+    // Its keys are checked like [llm]'s, with the table named.
+    let msg = parse("[agents.timeout.llm]\nmodel = \"x\"\ntimeout = 0\n")
+        .expect_err("zero timeout")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [agents.timeout.llm] timeout"),
+        "{msg}"
+    );
+    let msg = parse("[agents.timeout.llm]\nmodle = \"x\"\n")
+        .expect_err("typo")
+        .to_string();
+    assert!(msg.contains(":2") && msg.contains("modle"), "{msg}");
+}
+
+#[test]
+fn overrides_set_twice_for_one_agent_are_refused_naming_both() {
+    let msg = parse("[llm.manus]\nmodel = \"a\"\n\n[agents.manus.llm]\nmodel = \"b\"\n")
+        .expect_err("both layouts")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:4: [agents.manus.llm] and [llm.manus] (line 1)"),
+        "{msg}"
+    );
+    let msg = parse("[llm.Manus]\nmodel = \"a\"\n[llm.manus]\nmodel = \"b\"\n")
+        .expect_err("one agent, two cases")
+        .to_string();
+    assert!(msg.contains("[llm.manus] and [llm.Manus]"), "{msg}");
+}

@@ -1,0 +1,169 @@
+//! The record `agentd run --local --json` prints: the same shape as the
+//! daemon's `GET /v1/runs/{id}` ([`RunView`]), so a script reads one record
+//! whichever way the run was made.
+//!
+//! It is built the way the daemon builds its own, from the run's event and
+//! message sinks as things happen: the transcript is every message the run
+//! produced, in order, not the memory window the agent holds at the end
+//! (which `max_messages` cuts), and nothing in the agent core changes for it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::agent::{EventSink, Message, MessageSink, RunEvent, RunRecord};
+use crate::api::{RunState, RunSummary, RunView};
+
+/// Unix time in milliseconds, as the daemon stamps its records.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub struct LocalRecord {
+    summary: Mutex<RunSummary>,
+    messages: Mutex<Vec<Message>>,
+}
+
+impl LocalRecord {
+    /// A record for a run about to be made. `seq` is 0: it orders runs in
+    /// the daemon's history, and a local run is in none.
+    pub fn new(id: &str, agent: &str, request: &str) -> Arc<Self> {
+        Arc::new(LocalRecord {
+            summary: Mutex::new(RunSummary {
+                id: id.to_string(),
+                seq: 0,
+                agent: agent.to_string(),
+                request: request.to_string(),
+                state: RunState::Queued,
+                outcome: None,
+                steps: 0,
+                max_steps: None,
+                result: None,
+                error: None,
+                usage: Default::default(),
+                created_at_ms: now_ms(),
+                started_at_ms: None,
+                ended_at_ms: None,
+            }),
+            messages: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn summary(&self) -> MutexGuard<'_, RunSummary> {
+        self.summary.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The run is about to start (the daemon's moment of leaving the queue).
+    pub fn start(&self) {
+        let mut s = self.summary();
+        s.state = RunState::Running;
+        s.started_at_ms = Some(now_ms());
+    }
+
+    /// Passes every event on to `then` after noting what the record keeps
+    /// of it (the step reached and the step limit, as the daemon does).
+    pub fn event_sink(self: &Arc<Self>, then: EventSink) -> EventSink {
+        let me = self.clone();
+        Arc::new(move |event: &RunEvent| {
+            match event {
+                RunEvent::RunStarted { max_steps, .. } => me.summary().max_steps = Some(*max_steps),
+                RunEvent::StepStarted { step, max_steps } => {
+                    let mut s = me.summary();
+                    s.steps = *step;
+                    s.max_steps = Some(*max_steps);
+                }
+                _ => {}
+            }
+            then(event);
+        })
+    }
+
+    /// Keeps every message as it enters the run's memory, before the
+    /// sliding window can drop it.
+    pub fn message_sink(self: &Arc<Self>) -> MessageSink {
+        let me = self.clone();
+        Arc::new(move |message: &Message| {
+            me.messages
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(message.clone());
+        })
+    }
+
+    /// The ended run's record, from what the agent returned. The record's
+    /// own `messages` (the final window) are not used: the sink has them all.
+    pub fn finish(&self, record: &RunRecord) -> RunView {
+        let summary = {
+            let mut s = self.summary();
+            s.state = RunState::Ended;
+            s.outcome = Some(record.outcome);
+            s.steps = record.steps;
+            s.result = Some(record.result.clone());
+            s.error = record.error.clone();
+            s.usage = record.usage;
+            s.ended_at_ms = Some(now_ms());
+            s.clone()
+        };
+        RunView {
+            summary,
+            messages: self
+                .messages
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Outcome;
+
+    #[test]
+    fn the_record_keeps_every_message_and_the_run_s_times() {
+        let record = LocalRecord::new("r1", "toolcall", "hi");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        let events = record.event_sink(Arc::new(move |e: &RunEvent| {
+            seen2.lock().expect("lock").push(e.clone())
+        }));
+        let messages = record.message_sink();
+        record.start();
+        events(&RunEvent::StepStarted {
+            step: 1,
+            max_steps: 7,
+        });
+        for text in ["hi", "a", "b"] {
+            messages(&Message::user(text));
+        }
+        let view = record.finish(&RunRecord {
+            id: "r1".into(),
+            agent: "toolcall".into(),
+            request: "hi".into(),
+            outcome: Outcome::MaxSteps,
+            steps: 1,
+            result: "Step 1: x".into(),
+            error: None,
+            // The final window: not what the record shows.
+            messages: vec![Message::user("b")],
+            usage: Default::default(),
+        });
+        assert_eq!(seen.lock().expect("lock").len(), 1, "events pass through");
+        let s = &view.summary;
+        assert_eq!(s.state, RunState::Ended);
+        assert_eq!(s.outcome, Some(Outcome::MaxSteps));
+        assert_eq!(s.max_steps, Some(7));
+        assert_eq!(s.result.as_deref(), Some("Step 1: x"));
+        let started = s.started_at_ms.expect("started");
+        assert!(s.created_at_ms <= started && started <= s.ended_at_ms.expect("ended"));
+        let texts: Vec<_> = view
+            .messages
+            .iter()
+            .map(|m| m.content.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(texts, ["hi", "a", "b"]);
+    }
+}
