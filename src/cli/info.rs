@@ -70,7 +70,7 @@ pub async fn plugins(client: &Client, json: bool) -> Result<i32, ClientError> {
 }
 
 fn plugins_table(entries: &[Value]) -> String {
-    let mut table = Table::new(["NAME", "KIND", "VERSION", "STATUS", "FILE"]);
+    let mut table = Table::new(["NAME", "KIND", "VERSION", "CONTRACT", "STATUS", "FILE"]);
     for p in entries {
         let version = field(p, "version");
         let version = match p.get("serving_version").and_then(Value::as_str) {
@@ -81,6 +81,7 @@ fn plugins_table(entries: &[Value]) -> String {
             field(p, "name"),
             field(p, "kind"),
             version,
+            field(p, "contract"),
             field(p, "status"),
             field(p, "file"),
         ]);
@@ -183,19 +184,19 @@ mod tests {
     fn failed_plugins_carry_their_error_under_the_row() {
         let entries: Vec<Value> = serde_json::from_str(
             r#"[
-              {"name":"bash","kind":"tool","version":"0.1.0","status":"loaded","file":"/p/bash.wasm","error":null,"sha256":"ab"},
+              {"name":"bash","kind":"tool","version":"0.1.0","contract":"0.2.0","status":"loaded","file":"/p/bash.wasm","error":null,"sha256":"ab"},
               {"name":null,"kind":null,"version":null,"status":"failed","file":"/p/broken.wasm","error":"not a component"},
-              {"name":"toolcall","kind":"strategy","version":"0.2.0","serving_version":"0.1.0","status":"loaded","file":"/p/toolcall.wasm"}
+              {"name":"toolcall","kind":"strategy","version":"0.2.0","serving_version":"0.1.0","contract":"0.1.0","status":"loaded","file":"/p/toolcall.wasm"}
             ]"#,
         )
         .expect("json");
         assert_eq!(
             plugins_table(&entries),
-            "NAME      KIND      VERSION                STATUS  FILE\n\
-             bash      tool      0.1.0                  loaded  /p/bash.wasm\n\
-             -         -         -                      failed  /p/broken.wasm\n  \
+            "NAME      KIND      VERSION                CONTRACT  STATUS  FILE\n\
+             bash      tool      0.1.0                  0.2.0     loaded  /p/bash.wasm\n\
+             -         -         -                      -         failed  /p/broken.wasm\n  \
              error: not a component\n\
-             toolcall  strategy  0.2.0 (serving 0.1.0)  loaded  /p/toolcall.wasm\n"
+             toolcall  strategy  0.2.0 (serving 0.1.0)  0.1.0     loaded  /p/toolcall.wasm\n"
         );
     }
 
