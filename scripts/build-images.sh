@@ -211,10 +211,12 @@ build_tiny() {
         [ -n "$p" ] || continue
         case "$p" in bin/busybox | linuxrc) continue ;; esac
         mkdir -p "$root/$(dirname "$p")"
-        [ -e "$root/$p" ] || ln -s /bin/busybox "$root/$p"
+        # -L too: the links point at /bin/busybox inside the image, which
+        # need not exist on this host, so -e alone sees them as missing.
+        [ -e "$root/$p" ] || [ -L "$root/$p" ] || ln -s /bin/busybox "$root/$p"
         n=$((n + 1))
     done < <("$bb" --list-full 2>/dev/null || "$bb" --list | sed 's|^|bin/|')
-    [ -e "$root/bin/sh" ] || ln -s /bin/busybox "$root/bin/sh"
+    [ -e "$root/bin/sh" ] || [ -L "$root/bin/sh" ] || ln -s /bin/busybox "$root/bin/sh"
 
     cat >"$root/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
