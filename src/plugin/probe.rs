@@ -41,6 +41,9 @@ impl PluginHost {
             .collect();
         let file = path.to_path_buf();
         let Some((kind, contract)) = world::detect(&exports) else {
+            if let Some(message) = world::unknown_version(&exports) {
+                return Err(invalid(message));
+            }
             return Err(invalid(format!(
                 "exports neither the strategy nor the tool world of any contract version this host knows ({}); it exports: {}",
                 world::known_exports(),

@@ -28,10 +28,53 @@ pub fn detect(exports: &[String]) -> Option<(WorldKind, Contract)> {
     .map(|(_, kind, contract)| (kind, contract))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_version_of_each_world_is_recognised() {
+        let one = |s: &str| vec![s.to_string(), "wasi:cli/run@0.2.0".to_string()];
+        assert_eq!(
+            detect(&one("agentd:plugin/strategy-api@0.2.0")),
+            Some((WorldKind::Strategy, Contract::V0_2))
+        );
+        assert_eq!(
+            detect(&one("agentd:plugin/tool-api@0.1.0")),
+            Some((WorldKind::Tool, Contract::V0_1))
+        );
+        let future = one("agentd:plugin/strategy-api@0.3.0");
+        assert_eq!(detect(&future), None);
+        let message = unknown_version(&future).expect("a version message");
+        assert!(
+            message.contains("agentd:plugin@0.3.0") && message.contains(SUPPORTED),
+            "{message}"
+        );
+        assert_eq!(unknown_version(&one("other:thing/api@1.0.0")), None);
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorldKind {
     Strategy,
     Tool,
+}
+
+/// The contract versions this host serves, for messages.
+pub const SUPPORTED: &str = "0.1.0 and 0.2.0";
+
+/// For a component that exports a plugin world of a contract version this
+/// host does not know (built with a newer SDK, say), the message that says
+/// so, rather than a generic "exports neither".
+pub fn unknown_version(exports: &[String]) -> Option<String> {
+    exports.iter().find_map(|e| {
+        let rest = e
+            .strip_prefix("agentd:plugin/strategy-api@")
+            .or_else(|| e.strip_prefix("agentd:plugin/tool-api@"))?;
+        Some(format!(
+            "is built against agentd:plugin@{rest}; this agentd serves versions {SUPPORTED} (upgrade agentd, or rebuild the plugin with an SDK for one of those)"
+        ))
+    })
 }
 
 /// Every export name the host accepts, for the error about a component that
