@@ -1,70 +1,73 @@
-//! The state of one run that the strategy's host imports act on.
+//! The state of one run, and the run as the plugin host sees it: the loop
+//! implements the host's [`RunHost`] here, so the host never names the
+//! loop's types.
 //!
 //! It lives outside the wasm store on purpose: when a guest traps, times out
 //! or a host call panics, the store is gone but the memory, usage and step
-//! records are still here for the run record.
+//! records are still here for the run record. Its state is private: the
+//! loop moves it forward through the methods below, which keep its rules
+//! (one step at a time, the warning for one step only, the budget).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use super::deadline::StepClock;
 use super::events::{EventSink, MessageSink, RunEvent};
 use super::memory::Memory;
-use super::message::{check_request, Message, MessageError, Role};
+use super::message::{check_request, Message, MessageError, Role, ToolCall};
 use super::settings::RunSettings;
-use super::stuck;
+use super::stuck::{self, is_stuck};
 use crate::llm::{
     estimate_tokens, ChatRequest, ChatResponse, LlmClient, ToolChoice, ToolSpec, Usage,
 };
+use crate::plugin::run_host::{ChatFailure, RunHost, StepConfig};
 
 pub struct RunContext {
     pub run_id: String,
     /// The agent's configuration layered over its strategy's defaults.
     pub settings: RunSettings,
-    pub max_steps: u32,
-    pub llm: LlmClient,
-    pub tool_specs: Vec<ToolSpec>,
-    pub events: EventSink,
-    pub messages: Option<MessageSink>,
-    /// The current step's deadline clock; host waits pause it.
-    pub clock: Arc<StepClock>,
+    llm: LlmClient,
+    tool_specs: Vec<ToolSpec>,
+    events: EventSink,
+    messages: Option<MessageSink>,
     state: Mutex<RunState>,
 }
 
-pub struct RunState {
-    pub memory: Memory,
-    pub usage: Usage,
-    pub current_step: u32,
-    pub finished: bool,
+struct RunState {
+    memory: Memory,
+    usage: Usage,
+    current_step: u32,
+    finished: bool,
     /// Set when the input-token budget refused a request.
-    pub token_limit: Option<String>,
+    token_limit: Option<String>,
     /// Input tokens counted against `max_input_tokens`: the server's count,
     /// or agentd's estimate when the server reports none.
-    pub budget_spent: u64,
+    budget_spent: u64,
     /// The step whose prompt carries the stuck warning (one step only).
-    pub warning_step: Option<u32>,
-    /// The plugin executing right now, to name it when a step overruns.
-    pub current_plugin: String,
+    warning_step: Option<u32>,
+    results: Vec<String>,
+}
+
+/// What the loop does next, decided under one lock.
+pub enum NextStep {
+    /// A step to run, with the memory mark it started at.
+    Step { step: u32, mark: u64 },
+    /// The run was finished (a special tool, the strategy, the budget).
+    Finished,
+    /// The step limit was reached; the `Terminated` line is recorded.
+    LimitReached,
+}
+
+/// What the loop learns when it records a step.
+pub struct Recorded {
+    pub stuck: bool,
+    pub token_limited: bool,
+}
+
+/// Everything the run record needs, read under one lock.
+pub struct Final {
+    pub steps: u32,
     pub results: Vec<String>,
-}
-
-/// The configuration as it applies to the step being executed.
-pub struct StepConfig {
-    pub name: String,
-    pub system_prompt: Option<String>,
-    pub next_step_prompt: Option<String>,
-    pub current_step: u32,
-    pub max_steps: u32,
-    pub max_observe: Option<u32>,
-    pub tool_choice: ToolChoice,
-    pub special_tools: Vec<String>,
-}
-
-pub enum ChatFailure {
-    TokenLimit(String),
-    /// The strategy's request is one a real server would refuse; it was not
-    /// sent.
-    Invalid(String),
-    Failed(String),
+    pub messages: Vec<Message>,
+    pub usage: Usage,
 }
 
 impl RunContext {
@@ -74,18 +77,16 @@ impl RunContext {
         llm: LlmClient,
         tool_specs: Vec<ToolSpec>,
         events: EventSink,
-        strategy_name: &str,
+        messages: Option<MessageSink>,
     ) -> Self {
         let memory = Memory::new(settings.max_messages as usize);
         RunContext {
             run_id,
-            max_steps: settings.max_steps,
             settings,
             llm,
             tool_specs,
             events,
-            messages: None,
-            clock: StepClock::new(),
+            messages,
             state: Mutex::new(RunState {
                 memory,
                 usage: Usage::default(),
@@ -94,7 +95,6 @@ impl RunContext {
                 token_limit: None,
                 budget_spent: 0,
                 warning_step: None,
-                current_plugin: strategy_name.to_string(),
                 results: Vec::new(),
             }),
         }
@@ -102,7 +102,7 @@ impl RunContext {
 
     /// Never held across an await. A poisoned lock only means a host call
     /// panicked mid-update; the data is still the best record there is.
-    pub fn lock(&self) -> MutexGuard<'_, RunState> {
+    fn lock(&self) -> MutexGuard<'_, RunState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -110,29 +110,8 @@ impl RunContext {
         (self.events)(&event);
     }
 
-    pub fn step_config(&self) -> StepConfig {
-        let st = self.lock();
-        let configured = self.settings.next_step_prompt.as_deref();
-        let next_step_prompt = if st.warning_step == Some(st.current_step) {
-            Some(stuck::prompt_with_warning(configured))
-        } else {
-            configured.map(str::to_string)
-        };
-        StepConfig {
-            name: self.settings.name.clone(),
-            system_prompt: self.settings.system_prompt.clone(),
-            next_step_prompt,
-            current_step: st.current_step,
-            max_steps: self.max_steps,
-            max_observe: self.settings.max_observe,
-            tool_choice: self.settings.tool_choice,
-            special_tools: self.settings.special_tools.clone(),
-        }
-    }
-
-    pub fn with_message_sink(mut self, sink: Option<MessageSink>) -> Self {
-        self.messages = sink;
-        self
+    pub fn max_steps(&self) -> u32 {
+        self.settings.max_steps
     }
 
     /// Pins the run's request outside the memory window (it is still one
@@ -146,7 +125,85 @@ impl RunContext {
         Ok(())
     }
 
-    pub fn add_message(&self, message: Message) -> Result<(), MessageError> {
+    /// Moves to the next step, unless the run is finished or at its limit.
+    pub fn next_step(&self) -> NextStep {
+        let mut st = self.lock();
+        if st.finished {
+            return NextStep::Finished;
+        }
+        if st.current_step >= self.settings.max_steps {
+            let line = format!(
+                "Terminated: Reached max steps ({})",
+                self.settings.max_steps
+            );
+            st.results.push(line);
+            return NextStep::LimitReached;
+        }
+        st.current_step += 1;
+        NextStep::Step {
+            step: st.current_step,
+            mark: st.memory.mark(),
+        }
+    }
+
+    pub fn token_limited(&self) -> bool {
+        self.lock().token_limit.is_some()
+    }
+
+    /// Records `"Step {step}: {text}"` and checks whether the step that began
+    /// at `mark` repeated an earlier action; if so the next step's prompt
+    /// carries the warning, once.
+    pub fn record_step(&self, step: u32, mark: u64, text: &str) -> Recorded {
+        let mut st = self.lock();
+        st.results.push(format!("Step {step}: {text}"));
+        let stuck = is_stuck(&st.memory, mark, self.settings.duplicate_threshold as usize);
+        if stuck {
+            st.warning_step = Some(step + 1);
+        }
+        Recorded {
+            stuck,
+            token_limited: st.token_limit.is_some(),
+        }
+    }
+
+    pub fn final_state(&self) -> Final {
+        let st = self.lock();
+        Final {
+            steps: st.current_step,
+            results: st.results.clone(),
+            messages: st.memory.messages(),
+            usage: st.usage,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl RunHost for RunContext {
+    fn step_config(&self) -> StepConfig {
+        let st = self.lock();
+        let configured = self.settings.next_step_prompt.as_deref();
+        let next_step_prompt = if st.warning_step == Some(st.current_step) {
+            Some(stuck::prompt_with_warning(configured))
+        } else {
+            configured.map(str::to_string)
+        };
+        StepConfig {
+            name: self.settings.name.clone(),
+            system_prompt: self.settings.system_prompt.clone(),
+            next_step_prompt,
+            current_step: st.current_step,
+            max_steps: self.settings.max_steps,
+            max_observe: self.settings.max_observe,
+            tool_choice: self.settings.tool_choice,
+            special_tools: self.settings.special_tools.clone(),
+        }
+    }
+
+    fn memory(&self) -> Vec<Message> {
+        self.lock().memory.messages()
+    }
+
+    fn add_message(&self, message: Message) -> Result<(), MessageError> {
         let copy = self.messages.as_ref().map(|_| message.clone());
         let announce = (message.role == Role::Assistant).then(|| {
             (
@@ -172,12 +229,8 @@ impl RunContext {
         Ok(())
     }
 
-    pub fn finish(&self) {
-        self.lock().finished = true;
-    }
-
     /// One LLM call on behalf of the strategy, inside the run's token budget.
-    pub async fn chat(
+    async fn chat(
         &self,
         messages: Vec<Message>,
         tools: Vec<ToolSpec>,
@@ -197,18 +250,15 @@ impl RunContext {
                 return Err(ChatFailure::TokenLimit(msg));
             }
         }
-        let response = {
-            // Waiting for the model is not plugin time.
-            let _paused = self.clock.pause();
-            self.llm
-                .chat(ChatRequest {
-                    messages: &messages,
-                    tools: &tools,
-                    tool_choice,
-                })
-                .await
-                .map_err(|e| ChatFailure::Failed(e.to_string()))?
-        };
+        let response = self
+            .llm
+            .chat(ChatRequest {
+                messages: &messages,
+                tools: &tools,
+                tool_choice,
+            })
+            .await
+            .map_err(|e| ChatFailure::Failed(e.to_string()))?;
         let mut st = self.lock();
         st.usage += response.usage;
         st.budget_spent += if response.usage.prompt_tokens > 0 {
@@ -218,5 +268,34 @@ impl RunContext {
         };
         drop(st);
         Ok(response)
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tool_specs.clone()
+    }
+
+    fn tool_started(&self, call: &ToolCall) {
+        let step = self.lock().current_step;
+        self.emit(RunEvent::ToolCall {
+            step,
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+    }
+
+    fn tool_finished(&self, call: &ToolCall, ok: bool, output: &str) {
+        let step = self.lock().current_step;
+        self.emit(RunEvent::ToolResult {
+            step,
+            id: call.id.clone(),
+            name: call.name.clone(),
+            ok,
+            output: output.to_string(),
+        });
+    }
+
+    fn finish(&self) {
+        self.lock().finished = true;
     }
 }

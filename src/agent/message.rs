@@ -50,6 +50,9 @@ pub enum MessageError {
     AssistantWithoutContent,
     #[error("only `assistant` messages may carry tool calls, not `{0}`")]
     ToolCallsOnWrongRole(Role),
+    /// There is no memory to add to (a plugin probed at load time).
+    #[error("{0}")]
+    Unavailable(&'static str),
 }
 
 impl FromStr for Role {

@@ -3,7 +3,6 @@
 //! plugin.
 
 pub mod context;
-pub mod deadline;
 pub mod events;
 pub mod memory;
 pub mod message;

@@ -8,17 +8,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
-use super::context::RunContext;
+use super::context::{NextStep, RunContext};
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::settings::{resolve, RunSettings};
-use super::stuck::is_stuck;
 use crate::config::AgentConfig;
 use crate::llm::LlmClient;
 use crate::plugin::registry::{StrategyPlugin, ToolPlugin};
-use crate::plugin::strategy_host::StrategyState;
-use crate::plugin::tool_host::ToolBox;
-use crate::plugin::world::StrategyInstance;
+use crate::plugin::session::{StepEnd, StrategySession};
 use crate::plugin::PluginHost;
 use crate::sandbox::{Sandbox, SandboxProvider};
 
@@ -155,7 +152,7 @@ impl Agent {
                 // The daemon's defaults: the strategy that would have given
                 // its own is not there.
                 let (settings, _) = resolve(&self.config, None);
-                let ctx = Arc::new(self.context(&run_id, settings, &opts, Vec::new(), ""));
+                let ctx = Arc::new(self.context(&run_id, settings, &opts, Vec::new()));
                 // The request is still recorded: nothing the user sent is lost.
                 let _ = ctx.pin_request(request);
                 RecordBuilder::new(ctx, request).ended(Outcome::Error, Some(message))
@@ -198,7 +195,6 @@ impl Agent {
         settings: RunSettings,
         opts: &RunOptions,
         tools: Vec<crate::llm::ToolSpec>,
-        strategy: &str,
     ) -> RunContext {
         RunContext::new(
             run_id.to_string(),
@@ -206,9 +202,8 @@ impl Agent {
             self.llm.clone(),
             tools,
             opts.events.clone(),
-            strategy,
+            opts.messages.clone(),
         )
-        .with_message_sink(opts.messages.clone())
     }
 
     async fn execute(
@@ -226,7 +221,7 @@ impl Agent {
         } = resolved;
         let max_steps = settings.max_steps;
         let specs = tools.iter().map(|t| t.spec.clone()).collect();
-        let ctx = Arc::new(self.context(&run_id, settings, &opts, specs, &strategy.meta.name));
+        let ctx = Arc::new(self.context(&run_id, settings, &opts, specs));
         let builder = RecordBuilder::new(ctx.clone(), request);
         ctx.emit(RunEvent::RunStarted {
             run_id: run_id.clone(),
@@ -248,8 +243,8 @@ impl Agent {
             step_loop(
                 ctx.clone(),
                 strategy,
-                sandbox.clone(),
-                ToolBox::new(tools, sandbox, Some(ctx.clock.clone())),
+                tools,
+                sandbox,
                 self.runtime.step_timeout,
                 opts.cancel.clone(),
             )
@@ -269,8 +264,8 @@ impl Agent {
 async fn step_loop(
     ctx: Arc<RunContext>,
     strategy: Arc<StrategyPlugin>,
+    tools: Vec<Arc<ToolPlugin>>,
     sandbox: Arc<dyn Sandbox>,
-    tools: ToolBox,
     step_timeout: Duration,
     cancel: CancellationToken,
 ) -> (Outcome, Option<String>) {
@@ -292,50 +287,38 @@ async fn step_loop(
             )
         }
     }
-    let mut store = crate::plugin::new_store(
-        strategy.pre.engine(),
-        StrategyState::new(name.as_str().into(), ctx.clone(), tools),
-    );
-    let instance = tokio::select! {
+    let session =
+        StrategySession::start(&strategy, tools, sandbox.clone(), ctx.clone(), step_timeout);
+    let mut session = tokio::select! {
         _ = cancel.cancelled() => return (Outcome::Cancelled, None),
-        r = tokio::time::timeout(step_timeout, strategy.pre.instantiate(&mut store)) => match r {
-            Ok(Ok(i)) => i,
-            Ok(Err(e)) => return (Outcome::Error, Some(format!("cannot instantiate strategy plugin `{name}`: {e:#}"))),
-            Err(_) => return (Outcome::Error, Some(format!("strategy plugin `{name}` did not start within {}s", step_timeout.as_secs_f64()))),
+        r = session => match r {
+            Ok(s) => s,
+            Err(e) => return (Outcome::Error, Some(e.to_string())),
         },
     };
-    let threshold = ctx.settings.duplicate_threshold as usize;
     loop {
         if cancel.is_cancelled() {
             return (Outcome::Cancelled, None);
         }
-        let (step, mark) = {
-            let mut st = ctx.lock();
-            if st.finished {
-                break;
-            }
-            if st.current_step >= ctx.max_steps {
-                st.results
-                    .push(format!("Terminated: Reached max steps ({})", ctx.max_steps));
-                return (Outcome::MaxSteps, None);
-            }
-            st.current_step += 1;
-            (st.current_step, st.memory.mark())
+        let (step, mark) = match ctx.next_step() {
+            NextStep::Step { step, mark } => (step, mark),
+            NextStep::Finished => break,
+            NextStep::LimitReached => return (Outcome::MaxSteps, None),
         };
         ctx.emit(RunEvent::StepStarted {
             step,
-            max_steps: ctx.max_steps,
+            max_steps: ctx.max_steps(),
         });
-        let result = run_step(&ctx, &instance, &mut store, step_timeout, &cancel)
+        let result = session
+            .step(step_timeout, &cancel)
             .instrument(info_span!("step", step))
             .await;
-        let token_limited = ctx.lock().token_limit.is_some();
         let text = match result {
             StepEnd::Done(text) => text,
             StepEnd::Cancelled => return (Outcome::Cancelled, None),
             // A strategy that passes the budget's refusal up as an error
             // still ends the run as `token_limit`.
-            StepEnd::Failed(_) | StepEnd::Trapped(_) if token_limited => {
+            StepEnd::Failed(_) | StepEnd::Trapped(_) if ctx.token_limited() => {
                 return (Outcome::TokenLimit, None)
             }
             StepEnd::Failed(message) => {
@@ -354,8 +337,7 @@ async fn step_loop(
                     )),
                 )
             }
-            StepEnd::Overran => {
-                let culprit = ctx.lock().current_plugin.clone();
+            StepEnd::Overran { culprit } => {
                 warn!(plugin = %culprit, ?step_timeout, "step deadline exceeded");
                 return (
                     Outcome::Error,
@@ -366,20 +348,13 @@ async fn step_loop(
                 );
             }
         };
-        let mut st = ctx.lock();
-        st.results.push(format!("Step {step}: {text}"));
-        let stuck = is_stuck(&st.memory, mark, threshold);
-        if stuck {
-            st.warning_step = Some(step + 1);
-        }
-        let token_limited = st.token_limit.is_some();
-        drop(st);
-        if stuck {
+        let recorded = ctx.record_step(step, mark, &text);
+        if recorded.stuck {
             warn!(step, "agent is stuck: repeating the same action");
             ctx.emit(RunEvent::StuckDetected { step });
         }
         ctx.emit(RunEvent::StepFinished { step, result: text });
-        if token_limited {
+        if recorded.token_limited {
             return (Outcome::TokenLimit, None);
         }
         // A sandbox that can never work (engine down, image missing) ends
@@ -389,46 +364,6 @@ async fn step_loop(
         }
     }
     (Outcome::Finished, None)
-}
-
-enum StepEnd {
-    Done(String),
-    Failed(String),
-    Trapped(String),
-    Overran,
-    Cancelled,
-}
-
-/// One `step()` call under the step deadline, which counts only time spent
-/// in plugin code (see [`super::deadline`]), and the run's cancel token.
-async fn run_step(
-    ctx: &RunContext,
-    instance: &StrategyInstance,
-    store: &mut wasmtime::Store<StrategyState>,
-    step_timeout: Duration,
-    cancel: &CancellationToken,
-) -> StepEnd {
-    ctx.clock.start();
-    let call = instance.step(store);
-    tokio::pin!(call);
-    loop {
-        let left = step_timeout.saturating_sub(ctx.clock.guest_time());
-        if left.is_zero() {
-            return StepEnd::Overran;
-        }
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return StepEnd::Cancelled,
-            r = &mut call => return match r {
-                Ok(Ok(text)) => StepEnd::Done(text),
-                Ok(Err(e)) => StepEnd::Failed(e.message),
-                Err(trap) => StepEnd::Trapped(format!("{trap:#}")),
-            },
-            // Re-checked rather than trusted: time paused in host waits is
-            // added back, so the deadline moves.
-            _ = tokio::time::sleep(left) => {}
-        }
-    }
 }
 
 /// Restores the agent if `run` is dropped before it finishes (a caller that
@@ -490,7 +425,7 @@ impl RecordBuilder {
     }
 
     fn into_record(self) -> RunRecord {
-        let st = self.ctx.lock();
+        let st = self.ctx.final_state();
         let result = if st.results.is_empty() {
             "No steps executed".to_string()
         } else {
@@ -501,10 +436,10 @@ impl RecordBuilder {
             agent: self.ctx.settings.name.clone(),
             request: self.request.clone(),
             outcome: self.outcome,
-            steps: st.current_step,
+            steps: st.steps,
             result,
             error: self.error.clone(),
-            messages: st.memory.messages(),
+            messages: st.messages,
             usage: st.usage,
         }
     }

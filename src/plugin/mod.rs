@@ -5,13 +5,16 @@
 
 pub mod bindings;
 mod cache;
+pub mod clock;
 mod compat_v0_1;
 mod convert;
 pub mod engine;
 mod host;
 mod probe;
 pub mod registry;
+pub mod run_host;
 mod scan;
+pub mod session;
 mod stdio;
 pub mod strategy_host;
 pub mod tool_host;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use wasmtime::component::Component;
 
 use super::bindings::Contract;
+use super::clock::StepClock;
 use super::convert::spec_from_wit;
 use super::host::PluginHost;
 use super::registry::{LoadedPlugin, PluginKind, PluginMeta, StrategyPlugin, ToolPlugin};
@@ -90,7 +91,7 @@ impl PluginHost {
                 );
                 let mut store = new_store(
                     &self.engine,
-                    ToolState::new("(loading)".into(), sandbox, None),
+                    ToolState::new("(loading)".into(), sandbox, StepClock::new()),
                 );
                 let probe = async {
                     let inst = pre.instantiate(&mut store).await?;

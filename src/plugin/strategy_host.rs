@@ -1,6 +1,7 @@
 //! The host side of the `strategy` world: the imports a strategy uses to see
-//! its agent, talk to the LLM and call tools, all acting on the run's
-//! [`RunContext`].
+//! its agent, talk to the LLM and call tools, all served by the run through
+//! [`RunHost`]. Waits on the LLM and on tools' sandboxes pause the step
+//! clock here, where they happen.
 
 use std::sync::Arc;
 
@@ -9,51 +10,49 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::types::{self as wit, ErrorCode};
 use super::bindings::v0_2::strategy::agentd::plugin::{agent, logging};
+use super::clock::StepClock;
 use super::convert::*;
+use super::run_host::{ChatFailure, ProbeHost, RunHost};
 use super::tool_host::ToolBox;
 use super::{plugin_log, sandboxed_wasi};
-use crate::agent::context::{ChatFailure, RunContext};
-use crate::agent::events::RunEvent;
 
 pub struct StrategyState {
     wasi: WasiCtx,
     table: ResourceTable,
     plugin: Arc<str>,
-    /// `None` while probing a plugin at load time, when no run exists.
-    run: Option<Arc<RunContext>>,
+    host: Arc<dyn RunHost>,
     tools: ToolBox,
+    clock: Arc<StepClock>,
 }
 
 impl StrategyState {
-    pub fn new(plugin: Arc<str>, run: Arc<RunContext>, tools: ToolBox) -> Self {
+    pub fn new(
+        plugin: Arc<str>,
+        host: Arc<dyn RunHost>,
+        tools: ToolBox,
+        clock: Arc<StepClock>,
+    ) -> Self {
         StrategyState {
             wasi: sandboxed_wasi(&plugin),
             table: ResourceTable::new(),
             plugin,
-            run: Some(run),
+            host,
             tools,
+            clock,
         }
     }
 
-    fn run(&self) -> wasmtime::Result<&Arc<RunContext>> {
-        self.run.as_ref().ok_or_else(|| {
-            wasmtime::format_err!(
-                "agent imports are not available while the plugin is being loaded"
-            )
-        })
-    }
-
-    /// For load-time probes (metadata) that must not touch any run.
+    /// For load-time probes (metadata, defaults) that must not touch any run.
     pub fn probe(plugin: Arc<str>) -> Self {
         let sandbox = crate::sandbox::NoSandbox::new("load-time probe");
         let sandbox = crate::sandbox::SandboxProvider::for_run(&sandbox, "probe");
-        StrategyState {
-            wasi: sandboxed_wasi(&plugin),
-            table: ResourceTable::new(),
+        let clock = StepClock::new();
+        Self::new(
             plugin,
-            run: None,
-            tools: ToolBox::new(Vec::new(), sandbox, None),
-        }
+            Arc::new(ProbeHost),
+            ToolBox::new(Vec::new(), sandbox, clock.clone()),
+            clock,
+        )
     }
 }
 
@@ -77,7 +76,7 @@ impl logging::Host for StrategyState {
 
 impl agent::Host for StrategyState {
     async fn config(&mut self) -> wasmtime::Result<agent::AgentConfig> {
-        let c = self.run()?.step_config();
+        let c = self.host.step_config();
         Ok(agent::AgentConfig {
             name: c.name,
             system_prompt: c.system_prompt,
@@ -91,8 +90,7 @@ impl agent::Host for StrategyState {
     }
 
     async fn memory(&mut self) -> wasmtime::Result<Vec<wit::Message>> {
-        let messages = self.run()?.lock().memory.messages();
-        Ok(messages.into_iter().map(message_to_wit).collect())
+        Ok(self.host.memory().into_iter().map(message_to_wit).collect())
     }
 
     async fn add_message(
@@ -101,7 +99,7 @@ impl agent::Host for StrategyState {
     ) -> wasmtime::Result<Result<(), wit::Error>> {
         let message = message_from_wit(message);
         let described = message.describe();
-        Ok(self.run()?.add_message(message).map_err(|e| {
+        Ok(self.host.add_message(message).map_err(|e| {
             // Named here, where it is known who sent it: the strategy sees
             // this error and usually fails the step with it.
             error(
@@ -120,10 +118,13 @@ impl agent::Host for StrategyState {
     ) -> wasmtime::Result<Result<agent::ChatResponse, agent::ChatError>> {
         let messages = request.messages.into_iter().map(message_from_wit).collect();
         let tools = request.tools.into_iter().map(spec_from_wit).collect();
-        let result = self
-            .run()?
-            .chat(messages, tools, choice_from_wit(request.tool_choice))
-            .await;
+        let result = {
+            // Waiting for the model is not plugin time.
+            let _paused = self.clock.pause();
+            self.host
+                .chat(messages, tools, choice_from_wit(request.tool_choice))
+                .await
+        };
         Ok(match result {
             Ok(r) => Ok(agent::ChatResponse {
                 message: message_to_wit(r.message),
@@ -143,10 +144,9 @@ impl agent::Host for StrategyState {
 
     async fn tools(&mut self) -> wasmtime::Result<Vec<wit::ToolSpec>> {
         Ok(self
-            .run()?
-            .tool_specs
-            .iter()
-            .cloned()
+            .host
+            .tool_specs()
+            .into_iter()
             .map(spec_to_wit)
             .collect())
     }
@@ -155,35 +155,22 @@ impl agent::Host for StrategyState {
         &mut self,
         call: wit::ToolCall,
     ) -> wasmtime::Result<Result<String, wit::Error>> {
-        let step = {
-            let mut st = self.run()?.lock();
-            st.current_plugin = call.name.clone();
-            st.current_step
+        let call = call_from_wit(call);
+        self.host.tool_started(&call);
+        let result = {
+            // The tool's own time counts, under its name.
+            let _running = self.clock.enter(call.name.as_str().into());
+            self.tools.invoke(&call.name, &call.arguments).await
         };
-        self.run()?.emit(RunEvent::ToolCall {
-            step,
-            id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        });
-        let result = self.tools.invoke(&call.name, &call.arguments).await;
-        self.run()?.lock().current_plugin = self.plugin.to_string();
-        let (ok, output) = match &result {
-            Ok(text) => (true, text.clone()),
-            Err(e) => (false, e.to_string()),
-        };
-        self.run()?.emit(RunEvent::ToolResult {
-            step,
-            id: call.id,
-            name: call.name,
-            ok,
-            output,
-        });
+        match &result {
+            Ok(text) => self.host.tool_finished(&call, true, text),
+            Err(e) => self.host.tool_finished(&call, false, &e.to_string()),
+        }
         Ok(result.map_err(|e| e.into_wit()))
     }
 
     async fn finish(&mut self) -> wasmtime::Result<()> {
-        self.run()?.finish();
+        self.host.finish();
         Ok(())
     }
 }

@@ -12,11 +12,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::types::{self as wit, ErrorCode};
 use super::bindings::v0_2::strategy::agentd::plugin::logging;
 use super::bindings::v0_2::tool::agentd::plugin::sandbox as wit_sandbox;
+use super::clock::{Paused, StepClock};
 use super::convert::{error, sandbox_error};
 use super::registry::ToolPlugin;
 use super::world::ToolInstance;
 use super::{new_store, plugin_log, sandboxed_wasi};
-use crate::agent::deadline::{Paused, StepClock};
 use crate::sandbox::{CommandSpec, Sandbox};
 
 pub struct ToolState {
@@ -25,12 +25,12 @@ pub struct ToolState {
     plugin: Arc<str>,
     sandbox: Arc<dyn Sandbox>,
     /// The run's step clock; sandbox waits do not count against the step
-    /// deadline (commands have their own timeout). `None` when probing.
-    clock: Option<Arc<StepClock>>,
+    /// deadline (commands have their own timeout).
+    clock: Arc<StepClock>,
 }
 
 impl ToolState {
-    pub fn new(plugin: Arc<str>, sandbox: Arc<dyn Sandbox>, clock: Option<Arc<StepClock>>) -> Self {
+    pub fn new(plugin: Arc<str>, sandbox: Arc<dyn Sandbox>, clock: Arc<StepClock>) -> Self {
         ToolState {
             wasi: sandboxed_wasi(&plugin),
             table: ResourceTable::new(),
@@ -40,8 +40,8 @@ impl ToolState {
         }
     }
 
-    fn pause(&self) -> Option<Paused> {
-        self.clock.as_ref().map(|c| c.pause())
+    fn pause(&self) -> Paused {
+        self.clock.pause()
     }
 }
 
@@ -182,14 +182,14 @@ pub struct ToolBox {
     plugins: HashMap<String, Arc<ToolPlugin>>,
     live: HashMap<String, LiveTool>,
     sandbox: Arc<dyn Sandbox>,
-    clock: Option<Arc<StepClock>>,
+    clock: Arc<StepClock>,
 }
 
 impl ToolBox {
     pub fn new(
         plugins: Vec<Arc<ToolPlugin>>,
         sandbox: Arc<dyn Sandbox>,
-        clock: Option<Arc<StepClock>>,
+        clock: Arc<StepClock>,
     ) -> Self {
         ToolBox {
             clock,

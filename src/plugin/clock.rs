@@ -1,13 +1,17 @@
 //! The step deadline counts time spent in plugin code, not time spent
 //! waiting for the LLM or for a sandbox command: those have their own
 //! timeouts (`[llm] timeout` with retries, `[sandbox] timeout`), and a slow
-//! model must not be reported as a runaway plugin.
+//! model must not be reported as a runaway plugin. Only the host's imports
+//! pause it, so it lives with them; it also knows which plugin is running
+//! (the strategy, or a tool it invoked), to name the culprit of an overrun.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct State {
+    /// The plugin executing now; `None` before the first step.
+    running: Option<Arc<str>>,
     started: Option<Instant>,
     /// Nested pauses (a tool's sandbox call inside the strategy's
     /// `invoke-tool` is one level).
@@ -30,12 +34,28 @@ impl StepClock {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts the clock for a new step.
-    pub fn start(&self) {
+    /// Starts the clock for a new step of `strategy`.
+    pub fn start(&self, strategy: &Arc<str>) {
         *self.lock() = State {
+            running: Some(strategy.clone()),
             started: Some(Instant::now()),
             ..State::default()
         };
+    }
+
+    /// The plugin executing now, to name it when a step overruns.
+    pub fn running(&self) -> Option<Arc<str>> {
+        self.lock().running.clone()
+    }
+
+    /// Marks `plugin` as executing until the guard is dropped (a tool the
+    /// strategy invoked); its time still counts.
+    pub fn enter(self: &Arc<Self>, plugin: Arc<str>) -> Entered {
+        let previous = self.lock().running.replace(plugin);
+        Entered {
+            clock: self.clone(),
+            previous,
+        }
     }
 
     /// Time spent outside host waits since [`StepClock::start`].
@@ -63,6 +83,18 @@ impl StepClock {
 
 pub struct Paused(Arc<StepClock>);
 
+/// Restores the plugin that ran before [`StepClock::enter`].
+pub struct Entered {
+    clock: Arc<StepClock>,
+    previous: Option<Arc<str>>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.clock.lock().running = self.previous.take();
+    }
+}
+
 impl Drop for Paused {
     fn drop(&mut self) {
         let mut st = self.0.lock();
@@ -82,7 +114,7 @@ mod tests {
     #[test]
     fn paused_time_does_not_count() {
         let clock = StepClock::new();
-        clock.start();
+        clock.start(&"s".into());
         {
             let _outer = clock.pause();
             let _inner = clock.pause();
@@ -92,5 +124,16 @@ mod tests {
         let t = clock.guest_time();
         assert!(t >= Duration::from_millis(20), "{t:?}");
         assert!(t < Duration::from_millis(60), "{t:?}");
+    }
+
+    #[test]
+    fn the_running_plugin_is_the_innermost_entered() {
+        let clock = StepClock::new();
+        clock.start(&"strategy".into());
+        {
+            let _tool = clock.enter("tool".into());
+            assert_eq!(clock.running().as_deref(), Some("tool"));
+        }
+        assert_eq!(clock.running().as_deref(), Some("strategy"));
     }
 }

@@ -1,0 +1,106 @@
+//! What the strategy world's imports need from the run they serve. The host
+//! defines it and the run loop implements it (as Zed's extension host sees
+//! the editor only through delegate traits), so the plugin host never knows
+//! the loop's types and the loop never knows wasmtime's.
+
+use crate::agent::message::{Message, MessageError, ToolCall};
+use crate::llm::{ChatResponse, ToolChoice, ToolSpec};
+
+/// The agent's configuration as it applies to the step being executed: the
+/// strategy world's `agent-config`, in the host's types.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepConfig {
+    pub name: String,
+    pub system_prompt: Option<String>,
+    /// Carries the stuck warning for this one step when there is one.
+    pub next_step_prompt: Option<String>,
+    pub current_step: u32,
+    pub max_steps: u32,
+    pub max_observe: Option<u32>,
+    pub tool_choice: ToolChoice,
+    pub special_tools: Vec<String>,
+}
+
+/// Why a `chat` import did not answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatFailure {
+    /// The run's input-token budget refused the request.
+    TokenLimit(String),
+    /// The request is one a real server would refuse; it was not sent.
+    Invalid(String),
+    /// The LLM failed (after retries) or refused the request.
+    Failed(String),
+}
+
+/// The run behind a strategy's imports. Waits (`chat`) pause the step clock
+/// in the import that makes them, not here.
+#[async_trait::async_trait]
+pub trait RunHost: Send + Sync {
+    fn step_config(&self) -> StepConfig;
+    /// The run's request, then the memory window.
+    fn memory(&self) -> Vec<Message>;
+    fn add_message(&self, message: Message) -> Result<(), MessageError>;
+    /// One LLM call within the run's budget.
+    async fn chat(
+        &self,
+        messages: Vec<Message>,
+        tools: Vec<ToolSpec>,
+        tool_choice: ToolChoice,
+    ) -> Result<ChatResponse, ChatFailure>;
+    fn tool_specs(&self) -> Vec<ToolSpec>;
+    /// A tool call is about to run (the loop reports it).
+    fn tool_started(&self, call: &ToolCall);
+    /// A tool call ended with `output` (its result, or its error's text).
+    fn tool_finished(&self, call: &ToolCall, ok: bool, output: &str);
+    /// The run is finished after this step.
+    fn finish(&self);
+}
+
+/// The host a plugin sees while it is probed at load time, when no run
+/// exists: what could act on a run fails, the rest is empty.
+pub struct ProbeHost;
+
+const NOT_WHILE_LOADING: &str = "agent imports are not available while the plugin is being loaded";
+
+#[async_trait::async_trait]
+impl RunHost for ProbeHost {
+    fn step_config(&self) -> StepConfig {
+        StepConfig {
+            name: String::new(),
+            system_prompt: None,
+            next_step_prompt: None,
+            current_step: 0,
+            max_steps: 0,
+            max_observe: None,
+            tool_choice: ToolChoice::None,
+            special_tools: Vec::new(),
+        }
+    }
+
+    fn memory(&self) -> Vec<Message> {
+        Vec::new()
+    }
+
+    fn add_message(&self, _message: Message) -> Result<(), MessageError> {
+        Err(MessageError::Unavailable(NOT_WHILE_LOADING))
+    }
+
+    async fn chat(
+        &self,
+        _messages: Vec<Message>,
+        _tools: Vec<ToolSpec>,
+        _tool_choice: ToolChoice,
+    ) -> Result<ChatResponse, ChatFailure> {
+        Err(ChatFailure::Failed(NOT_WHILE_LOADING.into()))
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+
+    fn tool_started(&self, _call: &ToolCall) {}
+
+    fn tool_finished(&self, _call: &ToolCall, _ok: bool, _output: &str) {}
+
+    fn finish(&self) {}
+}

@@ -1,0 +1,126 @@
+//! One run's strategy instance: instantiated once when the run starts, then
+//! asked for one step at a time under the step deadline, which counts only
+//! plugin time (see [`super::clock`]), and the run's cancel token. The run
+//! loop gives it a [`RunHost`] and gets back how each step ended; it never
+//! sees a store or a generated binding.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::Store;
+
+use super::clock::StepClock;
+use super::new_store;
+use super::registry::{StrategyPlugin, ToolPlugin};
+use super::run_host::RunHost;
+use super::strategy_host::StrategyState;
+use super::tool_host::ToolBox;
+use super::world::StrategyInstance;
+use crate::sandbox::Sandbox;
+
+/// How one `step()` ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepEnd {
+    /// The step's result line.
+    Done(String),
+    /// The strategy reported an error.
+    Failed(String),
+    /// The strategy trapped; its instance is dead.
+    Trapped(String),
+    /// The plugin time of the step passed the deadline; `culprit` is the
+    /// plugin that was executing (the strategy, or a tool it invoked).
+    Overran {
+        culprit: String,
+    },
+    Cancelled,
+}
+
+/// Why a session could not start.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum SessionError {
+    #[error("cannot instantiate strategy plugin `{plugin}`: {message}")]
+    Instantiate { plugin: String, message: String },
+    #[error("strategy plugin `{plugin}` did not start within {}s", limit.as_secs_f64())]
+    Slow { plugin: String, limit: Duration },
+}
+
+pub struct StrategySession {
+    name: Arc<str>,
+    store: Store<StrategyState>,
+    instance: StrategyInstance,
+    clock: Arc<StepClock>,
+}
+
+impl StrategySession {
+    /// Instantiates `strategy` for one run, with the run's tools (each
+    /// instantiated on its first call) acting on `sandbox`. Instantiation is
+    /// bounded by `limit`; dropping the future abandons it.
+    pub async fn start(
+        strategy: &StrategyPlugin,
+        tools: Vec<Arc<ToolPlugin>>,
+        sandbox: Arc<dyn Sandbox>,
+        host: Arc<dyn RunHost>,
+        limit: Duration,
+    ) -> Result<Self, SessionError> {
+        let name: Arc<str> = strategy.meta.name.as_str().into();
+        let clock = StepClock::new();
+        let tools = ToolBox::new(tools, sandbox, clock.clone());
+        let mut store = new_store(
+            strategy.pre.engine(),
+            StrategyState::new(name.clone(), host, tools, clock.clone()),
+        );
+        let instance = match tokio::time::timeout(limit, strategy.pre.instantiate(&mut store)).await
+        {
+            Ok(Ok(i)) => i,
+            Ok(Err(e)) => {
+                return Err(SessionError::Instantiate {
+                    plugin: name.to_string(),
+                    message: format!("{e:#}"),
+                })
+            }
+            Err(_) => {
+                return Err(SessionError::Slow {
+                    plugin: name.to_string(),
+                    limit,
+                })
+            }
+        };
+        Ok(StrategySession {
+            name,
+            store,
+            instance,
+            clock,
+        })
+    }
+
+    /// One `step()` under `limit` of plugin time and `cancel`.
+    pub async fn step(&mut self, limit: Duration, cancel: &CancellationToken) -> StepEnd {
+        self.clock.start(&self.name);
+        let call = self.instance.step(&mut self.store);
+        tokio::pin!(call);
+        loop {
+            let left = limit.saturating_sub(self.clock.guest_time());
+            if left.is_zero() {
+                // Read before the call is dropped: dropping it unwinds the
+                // tool that was running back to the strategy.
+                let culprit = self.clock.running().unwrap_or_else(|| self.name.clone());
+                return StepEnd::Overran {
+                    culprit: culprit.to_string(),
+                };
+            }
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return StepEnd::Cancelled,
+                r = &mut call => return match r {
+                    Ok(Ok(text)) => StepEnd::Done(text),
+                    Ok(Err(e)) => StepEnd::Failed(e.message),
+                    Err(trap) => StepEnd::Trapped(format!("{trap:#}")),
+                },
+                // Re-checked rather than trusted: time paused in host waits
+                // is added back, so the deadline moves.
+                _ = tokio::time::sleep(left) => {}
+            }
+        }
+    }
+}
