@@ -73,6 +73,63 @@ pub struct ChatRequest<'a> {
 pub struct ChatResponse {
     pub message: Message,
     pub usage: Usage,
+    /// Why the model stopped, when the server says. `Length` means the
+    /// answer (and possibly a tool call's arguments) was cut at `max_tokens`.
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// `choices[].finish_reason`, read from the server's string. Unknown values
+/// (`eos` from some local servers) are kept as they came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    /// Also the legacy `function_call`, which means the same.
+    ToolCalls,
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            _ => FinishReason::Other(s),
+        }
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FinishReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(FinishReason::from)
+    }
 }
 
 /// One client per agent configuration; cheap to share (`reqwest::Client`
@@ -193,7 +250,15 @@ impl LlmClient {
         let Some(choice) = parsed.choices.into_iter().next() else {
             return Err(LlmError::Malformed("no choices in response".into()));
         };
-        let mut message = choice.message;
+        let Some(mut message) = choice.message else {
+            return Err(LlmError::Malformed(
+                "the first choice has no message".into(),
+            ));
+        };
+        if choice.finish_reason == Some(FinishReason::Length) {
+            warn!(url = %self.url, max_tokens = ?self.settings.max_tokens,
+                "the LLM answer was cut at max_tokens (finish_reason \"length\")");
+        }
         if message.role != Role::Assistant {
             debug!(role = %message.role, "server answered with a non-assistant role; treating it as assistant");
             message.role = Role::Assistant;
@@ -205,6 +270,7 @@ impl LlmClient {
                 prompt_tokens: usage.prompt_tokens.unwrap_or(0),
                 completion_tokens: usage.completion_tokens.unwrap_or(0),
             },
+            finish_reason: choice.finish_reason,
         })
     }
 
