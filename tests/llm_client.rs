@@ -1,16 +1,23 @@
 //! The LLM client against what real servers and proxies do: answers in every
-//! shape they send. Runs go through the real `toolcall` strategy component and
-//! the scripted fake LLM.
+//! shape they send, and retries as the README states them. Runs go through the
+//! real `toolcall` strategy component and the scripted fake LLM.
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use agentd::agent::{Message, Outcome, Role, RunRecord};
-use agentd::llm::{ChatRequest, FinishReason, LlmClient, LlmSettings, ToolChoice};
+use agentd::agent::{Message, Outcome, Role, RunOptions, RunRecord};
+use agentd::llm::{ChatRequest, FinishReason, LlmClient, LlmError, LlmSettings, ToolChoice};
 use agentd::testkit::{FakeLlm, Reply};
 use common::{tool_outputs, toolcall_agent, Harness};
 use serde_json::json;
+
+async fn run_with(h: &Harness, settings: LlmSettings, request: &str) -> RunRecord {
+    h.agent_with(toolcall_agent(5), settings)
+        .run(request, RunOptions::default())
+        .await
+        .expect("run")
+}
 
 fn assistant_texts(r: &RunRecord) -> Vec<String> {
     r.messages
@@ -156,5 +163,117 @@ fn settings_for(llm: &FakeLlm) -> LlmSettings {
             max_backoff: Duration::from_millis(200),
             ..Default::default()
         },
+    }
+}
+
+// ---- Retries that match the documentation ----
+
+#[tokio::test]
+async fn an_http_date_retry_after_is_honoured() {
+    let h = Harness::new().await;
+    let started = SystemTime::now();
+    let at = httpdate::fmt_http_date(started + Duration::from_secs(2));
+    h.llm.push_all([
+        Reply::Error {
+            status: 503,
+            message: "warming up".into(),
+            retry_after: Some(at),
+        },
+        Reply::terminate(),
+    ]);
+    let r = h.run(toolcall_agent(3), "wait for the date").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 2, "one 503, then the retry");
+    // Lower bound only (the date has one-second resolution): the retry did
+    // not come before the server asked, as the 10 ms backoff would have.
+    let waited = SystemTime::now()
+        .duration_since(started)
+        .unwrap_or_default();
+    assert!(waited >= Duration::from_secs(1), "retried after {waited:?}");
+}
+
+#[tokio::test]
+async fn request_timeout_and_conflict_statuses_are_retried() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::error(408, "request timeout"),
+        Reply::error(409, "conflict"),
+        Reply::terminate(),
+    ]);
+    let r = h.run(toolcall_agent(3), "retry 408 and 409").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_retry_max_wait_fails_naming_the_key() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::Error {
+            status: 429,
+            message: "quota resets in ten minutes".into(),
+            retry_after: Some("600".into()),
+        },
+        Reply::terminate(),
+    ]);
+    let mut settings = h.settings();
+    settings.retry.max_wait = Duration::from_secs(1);
+    let r = run_with(&h, settings, "too long a wait").await;
+    assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 1, "not retried early");
+    let err = r.error.expect("error");
+    assert!(
+        err.contains("quota resets in ten minutes")
+            && err.contains("after 600 s")
+            && err.contains("[llm] retry_max_wait"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_request_is_tried_one_plus_timeout_retries_times() {
+    for timeout_retries in [0, 1, 2] {
+        let h = Harness::new().await;
+        h.llm.set_fallback(Reply::Delayed(
+            Duration::from_secs(5),
+            Box::new(Reply::terminate()),
+        ));
+        let mut settings = h.settings();
+        settings.request_timeout = Duration::from_millis(300);
+        settings.retry.timeout_retries = timeout_retries;
+        assert_eq!(settings.retry.max_retries, 3, "more than timeout_retries");
+        let r = run_with(&h, settings, "slow model").await;
+        assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+        assert!(
+            r.error.as_deref().unwrap_or("").contains("timed out"),
+            "{r:?}"
+        );
+        assert_eq!(
+            h.llm.requests().len(),
+            1 + timeout_retries as usize,
+            "timeout_retries = {timeout_retries}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_base_url_is_refused_before_any_request() {
+    for url in [
+        "localhost:11434/v1",
+        "ftp://example.com/v1",
+        "http://",
+        "api.openai.com/v1",
+    ] {
+        let settings = LlmSettings {
+            base_url: url.into(),
+            ..settings_for(&FakeLlm::start().await.expect("fake LLM"))
+        };
+        match LlmClient::new(settings) {
+            Err(LlmError::NotConfigured(msg)) => {
+                assert!(msg.contains(&format!("base_url `{url}`")), "{msg}")
+            }
+            Err(other) => panic!("{url}: expected NotConfigured, got {other}"),
+            Ok(_) => panic!("{url}: accepted"),
+        }
     }
 }

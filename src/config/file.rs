@@ -39,8 +39,14 @@ pub struct LlmKeys {
     /// Seconds per HTTP request.
     pub timeout: Option<f64>,
     pub max_retries: Option<u32>,
-    /// First retry delay in milliseconds; doubles on each retry.
+    /// Upper bound of the first retry delay in milliseconds; doubles on each
+    /// retry (the delay is drawn at random below the bound).
     pub retry_backoff_ms: Option<u64>,
+    /// Retries after a request timed out, apart from `max_retries`: a model
+    /// that always exceeds `timeout` must not be regenerated many times.
+    pub timeout_retries: Option<u32>,
+    /// Seconds: the longest `Retry-After` honoured.
+    pub retry_max_wait: Option<f64>,
 }
 
 impl LlmKeys {
@@ -71,7 +77,9 @@ impl LlmKeys {
             max_input_tokens,
             timeout,
             max_retries,
-            retry_backoff_ms
+            retry_backoff_ms,
+            timeout_retries,
+            retry_max_wait
         )
     }
 }
@@ -87,6 +95,8 @@ const LLM_KEYS: &[&str] = &[
     "timeout",
     "max_retries",
     "retry_backoff_ms",
+    "timeout_retries",
+    "retry_max_wait",
 ];
 
 /// `[llm]` mixes the default keys with `[llm.<agent>]` sub-tables, which

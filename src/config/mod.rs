@@ -297,21 +297,12 @@ impl Config {
             base: f.llm.base,
             overrides: f.llm.overrides,
         };
-        for (name, keys) in std::iter::once(("", &llm.base))
-            .chain(llm.overrides.iter().map(|(k, v)| (k.as_str(), v)))
-        {
-            if let Some(t) = keys.timeout {
-                if seconds(t).is_none() {
-                    let table = if name.is_empty() {
-                        "[llm]".to_string()
-                    } else {
-                        format!("[llm.{name}]")
-                    };
-                    return Err(invalid(format!(
-                        "{table} timeout must be a positive number of seconds"
-                    )));
-                }
-            }
+        for (table, keys) in std::iter::once(("llm".to_string(), &llm.base)).chain(
+            llm.overrides
+                .iter()
+                .map(|(name, keys)| (format!("llm.{name}"), keys)),
+        ) {
+            check_llm_keys(keys).map_err(|e| invalid(format!("[{table}] {e}")))?;
         }
         Ok(Config {
             source: file.map(Path::to_path_buf),
@@ -365,14 +356,47 @@ impl LlmConfig {
                 .unwrap_or(Duration::from_secs(300)),
             retry: RetryPolicy {
                 max_retries: keys.max_retries.unwrap_or(defaults.max_retries),
+                timeout_retries: keys.timeout_retries.unwrap_or(defaults.timeout_retries),
                 initial_backoff: keys
                     .retry_backoff_ms
                     .map(Duration::from_millis)
                     .unwrap_or(defaults.initial_backoff),
                 max_backoff: defaults.max_backoff,
+                max_wait: keys
+                    .retry_max_wait
+                    .and_then(|t| {
+                        if t == 0.0 {
+                            Some(Duration::ZERO)
+                        } else {
+                            seconds(t)
+                        }
+                    })
+                    .unwrap_or(defaults.max_wait),
             },
         }
     }
+}
+
+/// The checks on one `[llm]` or `[llm.<agent>]` table that need more than a
+/// type: values that would make every request fail are refused at load, with
+/// the key first in the message so `locate` finds its line.
+fn check_llm_keys(keys: &LlmKeys) -> Result<(), String> {
+    if let Some(t) = keys.timeout {
+        if seconds(t).is_none() {
+            return Err("timeout must be a positive number of seconds".into());
+        }
+    }
+    if let Some(t) = keys.retry_max_wait {
+        if t != 0.0 && seconds(t).is_none() {
+            return Err(format!(
+                "retry_max_wait must be a number of seconds (0 or more, at most a year), not {t}"
+            ));
+        }
+    }
+    if let Some(url) = &keys.base_url {
+        crate::llm::check_base_url(url)?;
+    }
+    Ok(())
 }
 
 /// A positive, representable number of seconds, at most a year (`1e20` is

@@ -134,3 +134,45 @@ fn an_override_key_setting_replaces_both_key_settings() {
         Some("sk-base")
     );
 }
+
+#[test]
+fn a_base_url_without_http_scheme_is_refused_with_its_line() {
+    let msg = parse("[llm]\nmodel = \"m\"\nbase_url = \"localhost:11434/v1\"\n")
+        .expect_err("no scheme")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [llm] base_url `localhost:11434/v1`"),
+        "{msg}"
+    );
+    assert!(msg.contains("http://localhost:11434/v1"), "a hint: {msg}");
+    let msg = parse("[llm.manus]\n\nbase_url = \"ftp://host/v1\"\n")
+        .expect_err("not http")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [llm.manus] base_url"),
+        "{msg}"
+    );
+    assert!(parse("[llm]\nbase_url = \"http://\"\n").is_err());
+    assert!(parse("[llm]\nbase_url = \"http://127.0.0.1:8080/v1\"\n").is_ok());
+}
+
+#[test]
+fn retry_keys_are_read() {
+    let c = parse("[llm]\ntimeout_retries = 0\nretry_max_wait = 5\nmax_retries = 2\n[llm.manus]\nretry_max_wait = 0\n")
+        .expect("valid");
+    let retry = c.llm.for_agent("toolcall").retry;
+    assert_eq!(retry.timeout_retries, 0);
+    assert_eq!(retry.max_wait, Duration::from_secs(5));
+    assert_eq!(retry.max_retries, 2);
+    assert_eq!(c.llm.for_agent("manus").retry.max_wait, Duration::ZERO);
+    let defaults = Config::defaults().llm.for_agent("toolcall").retry;
+    assert_eq!(defaults.timeout_retries, 1);
+    assert_eq!(defaults.max_wait, Duration::from_secs(120));
+    let msg = parse("[llm]\n\nretry_max_wait = -1\n")
+        .expect_err("negative")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [llm] retry_max_wait"),
+        "{msg}"
+    );
+}

@@ -1,10 +1,10 @@
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use super::error::LlmError;
-use super::retry::RetryPolicy;
+use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
 use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam};
 use crate::agent::message::{Message, Role};
 
@@ -132,6 +132,31 @@ impl<'de> Deserialize<'de> for FinishReason {
     }
 }
 
+/// Checks that `base_url` is an absolute `http://` or `https://` URL with a
+/// host. A URL without a scheme (`localhost:11434/v1`) would otherwise fail
+/// on every request as if the server were down, and be retried as such.
+pub fn check_base_url(base_url: &str) -> Result<(), String> {
+    let hint = || {
+        if base_url.contains("://") {
+            String::new()
+        } else {
+            format!(" (did you mean `http://{base_url}`?)")
+        }
+    };
+    let url = reqwest::Url::parse(base_url)
+        .map_err(|e| format!("base_url `{base_url}` is not a valid URL: {e}{}", hint()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "base_url `{base_url}` must start with http:// or https://{}",
+            hint()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("base_url `{base_url}` has no host"));
+    }
+    Ok(())
+}
+
 /// One client per agent configuration; cheap to share (`reqwest::Client`
 /// pools connections, which matters for the per-step overhead).
 #[derive(Clone)]
@@ -142,12 +167,16 @@ pub struct LlmClient {
 }
 
 impl LlmClient {
+    /// Builds the client, refusing a `base_url` no request could succeed
+    /// with: empty or malformed (also when it comes from `$OPENAI_BASE_URL`,
+    /// which the configuration file never sees).
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         if settings.base_url.is_empty() {
             return Err(LlmError::NotConfigured(
                 "no base_url: set [llm] base_url or $OPENAI_BASE_URL".into(),
             ));
         }
+        check_base_url(&settings.base_url).map_err(LlmError::NotConfigured)?;
         let http = reqwest::Client::builder()
             .timeout(settings.request_timeout)
             .build()
@@ -194,17 +223,19 @@ impl LlmClient {
         let body = serde_json::to_vec(&body)
             .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?;
 
-        let mut attempt = 0;
+        let mut spent = Attempts::default();
         loop {
-            match self.send_once(&body).await {
+            let error = match self.send_once(&body).await {
                 Ok(r) => return Ok(r),
-                Err(e) if e.is_retryable() && attempt < self.settings.retry.max_retries => {
-                    let delay = self.settings.retry.delay(attempt, e.retry_after());
-                    warn!(error = %e, attempt = attempt + 1, ?delay, "LLM request failed; retrying");
+                Err(e) => e,
+            };
+            match self.settings.retry.next(error, &mut spent) {
+                Next::Retry { delay, error } => {
+                    warn!(%error, retries = spent.retries, timeout_retries = spent.timeouts, ?delay,
+                        "LLM request failed; retrying");
                     tokio::time::sleep(delay).await;
-                    attempt += 1;
                 }
-                Err(e) => return Err(e),
+                Next::Fail(error) => return Err(error),
             }
         }
     }
@@ -224,8 +255,7 @@ impl LlmClient {
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .and_then(|s| Duration::try_from_secs_f64(s).ok());
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let bytes = read_capped(resp)
             .await
             .map_err(|e| e.unwrap_or_else(|e| self.transport_error(e)))?;
@@ -277,6 +307,14 @@ impl LlmClient {
     fn transport_error(&self, e: reqwest::Error) -> LlmError {
         if e.is_timeout() {
             LlmError::Timeout(self.settings.request_timeout)
+        } else if e.is_builder() {
+            // The request could not even be formed: the same would happen on
+            // every try, so this is a settings problem, not a network one.
+            LlmError::NotConfigured(format!(
+                "cannot send a request to {}: {}",
+                self.url,
+                error_chain(&e)
+            ))
         } else {
             LlmError::Connect {
                 url: self.url.clone(),
@@ -335,4 +373,24 @@ pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
             .map(|t| t.name.len() + t.description.len() + t.parameters.len())
             .sum::<usize>();
     (chars as u64).div_ceil(4) + 4 * messages.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_must_be_http_or_https_with_a_host() {
+        assert!(check_base_url("https://api.openai.com/v1").is_ok());
+        assert!(check_base_url("http://127.0.0.1:11434/v1").is_ok());
+        let err = check_base_url("localhost:11434/v1").expect_err("no scheme");
+        assert!(
+            err.contains("did you mean `http://localhost:11434/v1`"),
+            "{err}"
+        );
+        assert!(check_base_url("api.openai.com/v1").is_err());
+        assert!(check_base_url("ftp://example.com").is_err());
+        assert!(check_base_url("http://").is_err());
+        assert!(check_base_url("unix:///run/llm.sock").is_err());
+    }
 }

@@ -13,6 +13,21 @@ pub enum LlmError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// Retrying before the server's `Retry-After` would only be refused
+    /// again, and waiting longer than the configured limit would park the
+    /// run, so the request fails and says which key allows the wait.
+    #[error(
+        "LLM endpoint answered HTTP {status}: {message}; it asked to be retried after {} s, \
+         longer than [llm] retry_max_wait ({} s): raise retry_max_wait to wait that long",
+        asked.as_secs_f64().ceil(),
+        max_wait.as_secs_f64()
+    )]
+    RetryAfterTooLong {
+        status: u16,
+        message: String,
+        asked: Duration,
+        max_wait: Duration,
+    },
     #[error("LLM response is malformed: {0}")]
     Malformed(String),
     #[error("LLM is not configured: {0}")]
@@ -20,13 +35,16 @@ pub enum LlmError {
 }
 
 impl LlmError {
-    /// Connection errors, timeouts, 429 and 5xx may succeed on a later try;
-    /// any other 4xx means the request itself is wrong and would fail again.
+    /// Connection errors, timeouts, 408 (request timeout), 409 (conflict, as
+    /// the OpenAI SDKs treat it), 429 and 5xx may succeed on a later try; any
+    /// other 4xx means the request itself is wrong and would fail again.
     pub fn is_retryable(&self) -> bool {
         match self {
             LlmError::Connect { .. } | LlmError::Timeout(_) => true,
-            LlmError::Status { status, .. } => *status == 429 || *status >= 500,
-            LlmError::Malformed(_) | LlmError::NotConfigured(_) => false,
+            LlmError::Status { status, .. } => matches!(*status, 408 | 409 | 429) || *status >= 500,
+            LlmError::RetryAfterTooLong { .. }
+            | LlmError::Malformed(_)
+            | LlmError::NotConfigured(_) => false,
         }
     }
 
