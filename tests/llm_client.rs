@@ -1,9 +1,14 @@
 //! The LLM client against what real servers and proxies do: answers in every
-//! shape they send, and retries as the README states them. Runs go through the
-//! real `toolcall` strategy component and the scripted fake LLM.
+//! shape they send, retries as the README states them, and HTTPS endpoints
+//! behind a CA of their own. Runs go through the real `toolcall` strategy
+//! component and the scripted fake LLM; TLS is a real rustls endpoint on
+//! loopback in front of it.
 
 mod common;
 
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use agentd::agent::{Message, Outcome, Role, RunOptions, RunRecord};
@@ -123,7 +128,7 @@ async fn a_legacy_function_call_runs_the_tool() {
 #[tokio::test]
 async fn finish_reason_is_exposed() {
     let llm = FakeLlm::start().await.expect("fake LLM");
-    let settings = settings_for(&llm);
+    let settings = settings_for(llm.base_url());
     let client = LlmClient::new(settings).expect("client");
     let ask = || ChatRequest {
         messages: std::slice::from_ref(&USER),
@@ -149,10 +154,10 @@ async fn finish_reason_is_exposed() {
 
 static USER: std::sync::LazyLock<Message> = std::sync::LazyLock::new(|| Message::user("hi"));
 
-fn settings_for(llm: &FakeLlm) -> LlmSettings {
+fn settings_for(base_url: String) -> LlmSettings {
     LlmSettings {
         model: "fake".into(),
-        base_url: llm.base_url(),
+        base_url,
         api_key: None,
         max_tokens: None,
         temperature: None,
@@ -163,6 +168,7 @@ fn settings_for(llm: &FakeLlm) -> LlmSettings {
             max_backoff: Duration::from_millis(200),
             ..Default::default()
         },
+        ca_file: None,
     }
 }
 
@@ -266,7 +272,7 @@ async fn a_malformed_base_url_is_refused_before_any_request() {
     ] {
         let settings = LlmSettings {
             base_url: url.into(),
-            ..settings_for(&FakeLlm::start().await.expect("fake LLM"))
+            ..settings_for(String::new())
         };
         match LlmClient::new(settings) {
             Err(LlmError::NotConfigured(msg)) => {
@@ -276,4 +282,225 @@ async fn a_malformed_base_url_is_refused_before_any_request() {
             Ok(_) => panic!("{url}: accepted"),
         }
     }
+}
+
+// ---- The HTTPS client trusts what the system trusts ----
+
+/// A CA and a certificate it issued for `127.0.0.1` and `localhost`.
+struct TestPki {
+    ca_pem: String,
+    leaf_der: Vec<u8>,
+    leaf_key_der: Vec<u8>,
+}
+
+fn test_pki() -> TestPki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "agentd test CA");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &issuer)
+        .expect("leaf certificate");
+    TestPki {
+        ca_pem: ca_cert.pem(),
+        leaf_der: leaf.der().to_vec(),
+        leaf_key_der: leaf_key.serialize_der(),
+    }
+}
+
+/// A TLS terminator on loopback that forwards bytes to `backend` (the fake
+/// LLM), counting the connections it accepts.
+struct TlsFront {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsFront {
+    async fn start(pki: &TestPki, backend: SocketAddr) -> Self {
+        use tokio_rustls::rustls;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![pki.leaf_der.clone().into()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(pki.leaf_key_der.clone().into()),
+            )
+            .expect("server certificate");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends here.
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    if let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                    }
+                });
+            }
+        });
+        TlsFront {
+            addr,
+            connections,
+            task,
+        }
+    }
+
+    fn base_url(&self) -> String {
+        format!("https://{}/v1", self.addr)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn backend_of(llm: &FakeLlm) -> SocketAddr {
+    let url = llm.base_url();
+    url.trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .expect("fake LLM address")
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_one_clear_attempt_and_ca_file_fixes_it() {
+    let h = Harness::new().await;
+    let pki = test_pki();
+    let front = TlsFront::start(&pki, backend_of(&h.llm)).await;
+    h.llm.set_fallback(Reply::terminate());
+
+    let mut settings = h.settings();
+    settings.base_url = front.base_url();
+    let r = run_with(&h, settings.clone(), "over TLS").await;
+    assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+    let err = r.error.expect("error");
+    assert!(
+        err.contains(&format!("certificate of LLM endpoint {}", front.base_url()))
+            && err.contains("UnknownIssuer")
+            && err.contains("[llm] ca_file"),
+        "{err}"
+    );
+    assert_eq!(
+        front.connections(),
+        1,
+        "a refused certificate is not retried"
+    );
+    assert!(h.llm.requests().is_empty());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).expect("write CA");
+    settings.ca_file = Some(ca_file);
+    let r = run_with(&h, settings, "over TLS").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unusable_ca_file_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").expect("write");
+    for (path, words) in [
+        (dir.path().join("missing.pem"), "cannot read"),
+        (empty, "no PEM certificate"),
+    ] {
+        let settings = LlmSettings {
+            ca_file: Some(path.clone()),
+            ..settings_for("http://127.0.0.1:9/v1".into())
+        };
+        match LlmClient::new(settings) {
+            Err(LlmError::NotConfigured(msg)) => assert!(
+                msg.contains(&format!("ca_file {}", path.display())) && msg.contains(words),
+                "{msg}"
+            ),
+            Err(other) => panic!("expected NotConfigured, got {other}"),
+            Ok(_) => panic!("{} accepted", path.display()),
+        }
+    }
+}
+
+/// The system trust store is read (`SSL_CERT_FILE` is how a system store is
+/// pointed at a file): checked in a child process of this test binary, so
+/// the variable is set before anything reads it and nowhere else.
+#[tokio::test]
+async fn the_system_trust_store_is_trusted() {
+    let h = Harness::new().await;
+    let pki = test_pki();
+    let front = TlsFront::start(&pki, backend_of(&h.llm)).await;
+    h.llm.set_fallback(Reply::text("trusted"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("system-store.pem");
+    std::fs::write(&store, &pki.ca_pem).expect("write store");
+    let exe = std::env::current_exe().expect("test binary");
+    let out = tokio::process::Command::new(exe)
+        .args([
+            "--exact",
+            "system_store_child",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("SSL_CERT_FILE", &store)
+        .env_remove("SSL_CERT_DIR")
+        .env(CHILD_URL, front.base_url())
+        .output()
+        .await
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(h.llm.requests().len(), 1, "the child's request got through");
+}
+
+const CHILD_URL: &str = "AGENTD_TEST_SYSTEM_STORE_URL";
+
+/// Half of `the_system_trust_store_is_trusted`; does nothing on its own.
+#[tokio::test]
+#[ignore = "run by the_system_trust_store_is_trusted with SSL_CERT_FILE set"]
+async fn system_store_child() {
+    let Ok(base_url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let settings = LlmSettings {
+        base_url,
+        ..settings_for(String::new())
+    };
+    let client = LlmClient::new(settings).expect("client");
+    let answer = client
+        .chat(ChatRequest {
+            messages: std::slice::from_ref(&USER),
+            tools: &[],
+            tool_choice: ToolChoice::Auto,
+        })
+        .await
+        .expect("the CA in SSL_CERT_FILE is trusted");
+    assert_eq!(answer.message.content_str(), "trusted");
 }

@@ -47,6 +47,9 @@ pub struct LlmKeys {
     pub timeout_retries: Option<u32>,
     /// Seconds: the longest `Retry-After` honoured.
     pub retry_max_wait: Option<f64>,
+    /// PEM file of extra CA certificates to trust for this endpoint; a
+    /// relative path is relative to the configuration file.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl LlmKeys {
@@ -79,7 +82,8 @@ impl LlmKeys {
             max_retries,
             retry_backoff_ms,
             timeout_retries,
-            retry_max_wait
+            retry_max_wait,
+            ca_file
         )
     }
 }
@@ -97,6 +101,7 @@ const LLM_KEYS: &[&str] = &[
     "retry_backoff_ms",
     "timeout_retries",
     "retry_max_wait",
+    "ca_file",
 ];
 
 /// `[llm]` mixes the default keys with `[llm.<agent>]` sub-tables, which

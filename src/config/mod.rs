@@ -293,16 +293,17 @@ impl Config {
                 )));
             }
         }
-        let llm = LlmConfig {
+        let config_dir = file.and_then(Path::parent);
+        let mut llm = LlmConfig {
             base: f.llm.base,
             overrides: f.llm.overrides,
         };
-        for (table, keys) in std::iter::once(("llm".to_string(), &llm.base)).chain(
+        for (table, keys) in std::iter::once(("llm".to_string(), &mut llm.base)).chain(
             llm.overrides
-                .iter()
+                .iter_mut()
                 .map(|(name, keys)| (format!("llm.{name}"), keys)),
         ) {
-            check_llm_keys(keys).map_err(|e| invalid(format!("[{table}] {e}")))?;
+            check_llm_keys(keys, config_dir).map_err(|e| invalid(format!("[{table}] {e}")))?;
         }
         Ok(Config {
             source: file.map(Path::to_path_buf),
@@ -373,14 +374,16 @@ impl LlmConfig {
                     })
                     .unwrap_or(defaults.max_wait),
             },
+            ca_file: keys.ca_file.clone(),
         }
     }
 }
 
 /// The checks on one `[llm]` or `[llm.<agent>]` table that need more than a
 /// type: values that would make every request fail are refused at load, with
-/// the key first in the message so `locate` finds its line.
-fn check_llm_keys(keys: &LlmKeys) -> Result<(), String> {
+/// the key first in the message so `locate` finds its line. A relative
+/// `ca_file` is made relative to the configuration file's folder.
+fn check_llm_keys(keys: &mut LlmKeys, config_dir: Option<&Path>) -> Result<(), String> {
     if let Some(t) = keys.timeout {
         if seconds(t).is_none() {
             return Err("timeout must be a positive number of seconds".into());
@@ -395,6 +398,12 @@ fn check_llm_keys(keys: &LlmKeys) -> Result<(), String> {
     }
     if let Some(url) = &keys.base_url {
         crate::llm::check_base_url(url)?;
+    }
+    if let Some(path) = &mut keys.ca_file {
+        if let Some(dir) = config_dir.filter(|_| path.is_relative()) {
+            *path = dir.join(&*path);
+        }
+        crate::llm::load_ca_file(path)?;
     }
     Ok(())
 }

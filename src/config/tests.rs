@@ -176,3 +176,56 @@ fn retry_keys_are_read() {
         "{msg}"
     );
 }
+
+/// PEM framing around the first 48 bytes of a certificate: PEM that parses,
+/// DER that does not.
+const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBkTCCATegAwIBAgIUQ3Y0GcNnqVZ4s5c5c0JtLq7Xn7YwCgYIKoZIzj0EAwIw
+-----END CERTIFICATE-----
+";
+
+#[test]
+fn ca_file_is_checked_at_load_and_relative_to_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("agentd.toml");
+    let msg = Config::parse("[llm]\nca_file = \"missing.pem\"\n", &file)
+        .expect_err("missing")
+        .to_string();
+    let expected = format!(
+        "{}:2: [llm] ca_file {}: cannot read",
+        file.display(),
+        dir.path().join("missing.pem").display()
+    );
+    assert!(msg.starts_with(&expected), "{msg}");
+    std::fs::write(dir.path().join("empty.pem"), "not a certificate\n").expect("write");
+    let msg = Config::parse("[llm.manus]\nca_file = \"empty.pem\"\n", &file)
+        .expect_err("empty")
+        .to_string();
+    assert!(
+        msg.contains(":2: [llm.manus] ca_file") && msg.contains("no PEM certificate"),
+        "{msg}"
+    );
+    std::fs::write(dir.path().join("bad.pem"), TEST_CA_PEM).expect("write");
+    let msg = Config::parse("[llm]\nca_file = \"bad.pem\"\n", &file)
+        .expect_err("truncated certificate")
+        .to_string();
+    assert!(
+        msg.contains(":2: [llm] ca_file")
+            && msg.contains("certificate 1 is not a usable CA certificate: BadEncoding"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_good_ca_file_loads_and_reaches_the_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("agentd.toml");
+    let ca = rcgen::generate_simple_self_signed(vec!["internal-ca".to_string()]).expect("CA");
+    std::fs::write(dir.path().join("ca.pem"), ca.cert.pem()).expect("write");
+    let c = Config::parse("[llm]\nca_file = \"ca.pem\"\n", &file).expect("valid");
+    assert_eq!(
+        c.llm.for_agent("toolcall").ca_file,
+        Some(dir.path().join("ca.pem")),
+        "relative to the configuration file"
+    );
+}

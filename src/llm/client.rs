@@ -1,3 +1,4 @@
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,9 @@ pub struct LlmSettings {
     pub max_input_tokens: Option<u64>,
     pub request_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Extra trusted roots (PEM), beside the system's trust store: for an
+    /// endpoint behind an internal CA or a TLS-inspecting proxy.
+    pub ca_file: Option<PathBuf>,
 }
 
 pub struct ChatRequest<'a> {
@@ -157,6 +161,45 @@ pub fn check_base_url(base_url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the PEM certificates of `ca_file` and checks each is usable as a
+/// trust anchor, so a wrong file is refused when the configuration loads
+/// rather than showing up as an untrusted endpoint.
+pub fn load_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("ca_file {shown}: cannot read: {e}"))?;
+    let ders = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("ca_file {shown}: not a PEM certificate file: {e}"))?;
+    if ders.is_empty() {
+        return Err(format!(
+            "ca_file {shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+        ));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    ders.into_iter()
+        .enumerate()
+        .map(|(i, der)| {
+            let cert = reqwest::Certificate::from_der(&der)
+                .map_err(|e| format!("ca_file {shown}: certificate {}: {e}", i + 1))?;
+            store.add(der).map_err(|e| {
+                // rustls words this for a server's certificate ("invalid peer
+                // certificate"); here it is one of ours.
+                let why = match e {
+                    rustls::Error::InvalidCertificate(c) => format!("{c:?}"),
+                    other => other.to_string(),
+                };
+                format!(
+                    "ca_file {shown}: certificate {} is not a usable CA certificate: {why}",
+                    i + 1
+                )
+            })?;
+            Ok(cert)
+        })
+        .collect()
+}
+
 /// One client per agent configuration; cheap to share (`reqwest::Client`
 /// pools connections, which matters for the per-step overhead).
 #[derive(Clone)]
@@ -167,9 +210,10 @@ pub struct LlmClient {
 }
 
 impl LlmClient {
-    /// Builds the client, refusing a `base_url` no request could succeed
-    /// with: empty or malformed (also when it comes from `$OPENAI_BASE_URL`,
-    /// which the configuration file never sees).
+    /// Builds the client, refusing settings no request could succeed with:
+    /// an empty or malformed `base_url` (also when it comes from
+    /// `$OPENAI_BASE_URL`, which the configuration file never sees) or an
+    /// unusable `ca_file`.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         if settings.base_url.is_empty() {
             return Err(LlmError::NotConfigured(
@@ -177,10 +221,17 @@ impl LlmClient {
             ));
         }
         check_base_url(&settings.base_url).map_err(LlmError::NotConfigured)?;
-        let http = reqwest::Client::builder()
-            .timeout(settings.request_timeout)
-            .build()
-            .map_err(|e| LlmError::NotConfigured(format!("HTTP client: {e}")))?;
+        // Built-in roots are the system's trust store plus Mozilla's list
+        // (both reqwest features are on; see Cargo.toml), then `ca_file`.
+        let mut builder = reqwest::Client::builder().timeout(settings.request_timeout);
+        if let Some(path) = &settings.ca_file {
+            for cert in load_ca_file(path).map_err(LlmError::NotConfigured)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| {
+            LlmError::NotConfigured(format!("cannot build the HTTP client: {}", error_chain(&e)))
+        })?;
         let url = format!(
             "{}/chat/completions",
             settings.base_url.trim_end_matches('/')
@@ -315,6 +366,11 @@ impl LlmClient {
                 self.url,
                 error_chain(&e)
             ))
+        } else if let Some(message) = certificate_problem(&e) {
+            LlmError::Certificate {
+                url: self.url.clone(),
+                message,
+            }
         } else {
             LlmError::Connect {
                 url: self.url.clone(),
@@ -341,6 +397,32 @@ async fn read_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The TLS certificate error behind a failed request, if that is what it was.
+/// It is found by type, not by wording: rustls's error travels inside an
+/// `io::Error` (whose `source()` skips the wrapped error, hence `get_ref`)
+/// inside hyper's and reqwest's own errors.
+fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut pending: Vec<&(dyn std::error::Error + 'static)> = vec![e];
+    while let Some(err) = pending.pop() {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            if matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            ) {
+                return Some(tls.to_string());
+            }
+        }
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            pending.push(inner);
+        }
+        pending.extend(err.source());
+    }
+    None
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -4,6 +4,13 @@ use std::time::Duration;
 pub enum LlmError {
     #[error("LLM endpoint {url} is unreachable: {message}")]
     Connect { url: String, message: String },
+    /// The endpoint's certificate was refused. Retrying cannot help, and the
+    /// fix is on this side (a CA to trust), so the message says where.
+    #[error(
+        "the TLS certificate of LLM endpoint {url} is not trusted: {message}; \
+         add its CA to the system trust store or set [llm] ca_file"
+    )]
+    Certificate { url: String, message: String },
     #[error("LLM request timed out after {0:?}")]
     Timeout(Duration),
     /// `message` is the server's own `error.message` when it sent one.
@@ -37,12 +44,14 @@ pub enum LlmError {
 impl LlmError {
     /// Connection errors, timeouts, 408 (request timeout), 409 (conflict, as
     /// the OpenAI SDKs treat it), 429 and 5xx may succeed on a later try; any
-    /// other 4xx means the request itself is wrong and would fail again.
+    /// other 4xx means the request itself is wrong and would fail again, and a
+    /// refused certificate stays refused.
     pub fn is_retryable(&self) -> bool {
         match self {
             LlmError::Connect { .. } | LlmError::Timeout(_) => true,
             LlmError::Status { status, .. } => matches!(*status, 408 | 409 | 429) || *status >= 500,
-            LlmError::RetryAfterTooLong { .. }
+            LlmError::Certificate { .. }
+            | LlmError::RetryAfterTooLong { .. }
             | LlmError::Malformed(_)
             | LlmError::NotConfigured(_) => false,
         }

@@ -109,6 +109,7 @@ impl Harness {
                 max_backoff: Duration::from_millis(200),
                 ..RetryPolicy::default()
             },
+            ca_file: None,
         }
     }
 
