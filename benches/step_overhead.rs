@@ -63,6 +63,7 @@ async fn main() -> anyhow::Result<()> {
         max_input_tokens: None,
         request_timeout: Duration::from_secs(10),
         retry: RetryPolicy::default(),
+        ca_file: None,
     };
     let agent_llm = LlmClient::new(settings.clone())?;
     let agent = Agent::new(

@@ -198,6 +198,30 @@ async fn a_dropped_run_records_cancelled() {
 }
 
 #[tokio::test]
+async fn a_cut_tool_call_says_it_hit_max_tokens() {
+    let h = Harness::new().await;
+    let cut = r#"{"id":"c1","object":"chat.completion","model":"fake","choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"echo","arguments":"{\"text\": \"a long te"}}]}}],"usage":{"prompt_tokens":5,"completion_tokens":100}}"#;
+    h.llm.push(Reply::Garbage(cut.into()));
+    h.llm.push(Reply::terminate());
+    let record = h.run(common::toolcall_agent(3), "write a lot").await;
+    assert_eq!(record.outcome, Outcome::Finished, "{record:?}");
+    let outputs = tool_outputs(&record);
+    assert!(
+        outputs[0].starts_with("Error: The arguments for echo are incomplete")
+            && outputs[0].contains("max_tokens"),
+        "{outputs:?}"
+    );
+    assert!(
+        record
+            .result
+            .lines()
+            .any(|l| l.contains("The model's answer was cut")),
+        "{}",
+        record.result
+    );
+}
+
+#[tokio::test]
 async fn a_strategy_and_a_tool_built_against_0_1_0_still_run() {
     let h = Harness::new().await;
     h.llm.push(Reply::call("legacy_tool", r#"{"text":"old"}"#));

@@ -178,16 +178,35 @@ impl Message {
 }
 
 /// The OpenAI wire shape. Kept private so nothing else builds JSON by hand.
+///
+/// Reading is lenient where real servers and proxies differ: `null` stands
+/// for "absent" in every optional or defaulted field (LiteLLM sends
+/// `"tool_calls": null` on text answers), `content` may be an array of parts,
+/// a refusal may come in its own field, and some servers still answer with
+/// the legacy `function_call`. Each of these used to end a run `error` or
+/// hide the answer, though the server had said something usable.
 #[derive(Serialize, Deserialize)]
 struct WireMessage {
-    /// Some servers omit the role of the message they answer with; only an
-    /// assistant answers, so that is what a missing role means.
-    #[serde(default = "assistant_role")]
+    /// Some servers omit the role of the message they answer with, or send
+    /// `null`; only an assistant answers, so that is what it means.
+    #[serde(default = "assistant_role", deserialize_with = "role_or_assistant")]
     role: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "content_as_text")]
     content: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// OpenAI's refusal text, sent beside `content: null`. Read only: it is
+    /// folded into `content` so the strategy observes it.
+    #[serde(default, skip_serializing)]
+    refusal: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
     tool_calls: Vec<WireToolCall>,
+    /// The pre-`tool_calls` form of one call. Read only, and only when
+    /// `tool_calls` says nothing: agentd always sends `tool_calls`.
+    #[serde(default, skip_serializing)]
+    function_call: Option<WireFunction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,9 +215,14 @@ struct WireMessage {
 
 #[derive(Serialize, Deserialize)]
 pub(crate) struct WireToolCall {
-    #[serde(default)]
+    /// Missing, `null` or empty ids are numbered `call_<i>` when read.
+    #[serde(default, deserialize_with = "null_as_default")]
     pub id: String,
-    #[serde(rename = "type", default = "function_type")]
+    #[serde(
+        rename = "type",
+        default = "function_type",
+        deserialize_with = "type_or_function"
+    )]
     pub kind: String,
     pub function: WireFunction,
 }
@@ -209,6 +233,82 @@ fn assistant_role() -> String {
 
 fn function_type() -> String {
     "function".to_string()
+}
+
+/// `null` read as `T::default()`: serde's `default` covers only an absent
+/// field, and servers send `null` for "nothing" as often as they omit it.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+fn role_or_assistant<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_else(assistant_role))
+}
+
+fn type_or_function<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_else(function_type))
+}
+
+/// `content` as a string, `null`, or an array of content parts (Mistral's
+/// reasoning models, some proxies). Text and refusal parts are the answer and
+/// are kept; any other part (an image, a reasoning block) is named on a line
+/// of its own, so the transcript shows that something was there.
+fn content_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde::de::Error;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::String(s) => Ok(Some(s)),
+        serde_json::Value::Array(parts) => Ok(join_content_parts(&parts)),
+        other => Err(D::Error::custom(format!(
+            "`content` must be a string, null or an array of content parts, not {}",
+            json_kind(&other)
+        ))),
+    }
+}
+
+/// Consecutive text parts are one piece of text split by the server, so they
+/// are concatenated; a described part stands on its own line.
+fn join_content_parts(parts: &[serde_json::Value]) -> Option<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut text: Option<String> = None;
+    for part in parts {
+        let kind = part.get("type").and_then(serde_json::Value::as_str);
+        let piece = match (part, kind) {
+            (serde_json::Value::String(s), _) => Some(s.as_str()),
+            (_, Some("text" | "output_text")) => {
+                part.get("text").and_then(serde_json::Value::as_str)
+            }
+            (_, Some("refusal")) => part.get("refusal").and_then(serde_json::Value::as_str),
+            _ => None,
+        };
+        match piece {
+            Some(s) => text.get_or_insert_with(String::new).push_str(s),
+            None => {
+                lines.extend(text.take());
+                lines.push(match kind {
+                    Some(k) => format!("[{k} part omitted]"),
+                    None => format!("[content part omitted: {}]", json_kind(part)),
+                });
+            }
+        }
+    }
+    lines.extend(text);
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -247,7 +347,9 @@ impl Serialize for Message {
         WireMessage {
             role: self.role.as_str().to_string(),
             content: self.content.clone(),
+            refusal: None,
             tool_calls: self.tool_calls.iter().map(WireToolCall::from).collect(),
+            function_call: None,
             tool_call_id: self.tool_call_id.clone(),
             name: self.name.clone(),
         }
@@ -262,11 +364,25 @@ impl<'de> Deserialize<'de> for Message {
             .role
             .parse::<Role>()
             .map_err(serde::de::Error::custom)?;
-        Ok(Message {
-            role,
-            content: wire.content,
-            tool_calls: wire
-                .tool_calls
+        // A refusal is the model's answer: stored as its text, the strategy
+        // observes it instead of an empty message repeated to `max_steps`.
+        let refusal = wire.refusal.filter(|r| !r.is_empty());
+        let content = match (wire.content, refusal) {
+            (content, None) => content,
+            (Some(c), Some(r)) if !c.is_empty() && c != r => Some(format!("{c}\n{r}")),
+            (_, Some(r)) => Some(r),
+        };
+        let tool_calls = if wire.tool_calls.is_empty() {
+            wire.function_call
+                .into_iter()
+                .map(|f| ToolCall {
+                    id: "call_0".into(),
+                    name: f.name,
+                    arguments: f.arguments,
+                })
+                .collect()
+        } else {
+            wire.tool_calls
                 .into_iter()
                 .enumerate()
                 .map(|(i, c)| ToolCall {
@@ -278,7 +394,12 @@ impl<'de> Deserialize<'de> for Message {
                     name: c.function.name,
                     arguments: c.function.arguments,
                 })
-                .collect(),
+                .collect()
+        };
+        Ok(Message {
+            role,
+            content,
+            tool_calls,
             tool_call_id: wire.tool_call_id,
             name: wire.name,
         })
@@ -406,6 +527,106 @@ mod tests {
     fn a_missing_role_is_an_assistant_answer() {
         let m: Message = serde_json::from_str(r#"{"content":"hi"}"#).expect("parse");
         assert_eq!(m.role, Role::Assistant);
+    }
+
+    #[test]
+    fn null_reads_as_absent_in_every_optional_field() {
+        // LiteLLM's text-only answer; `role: null` as some proxies send it.
+        let m: Message = serde_json::from_str(
+            r#"{"role":null,"content":"Hello","tool_calls":null,"function_call":null,
+                "refusal":null,"tool_call_id":null,"name":null,"audio":null}"#,
+        )
+        .expect("nulls are absent fields");
+        assert_eq!(m, Message::assistant("Hello"));
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":null,"tool_calls":[
+                {"id":null,"type":null,"function":{"name":"f","arguments":null}},
+                {"id":"","function":{"name":"g","arguments":"{}"}}]}"#,
+        )
+        .expect("null id and type");
+        assert_eq!(m.content, None);
+        assert_eq!(m.tool_calls[0].id, "call_0");
+        assert_eq!(m.tool_calls[0].arguments, "");
+        assert_eq!(m.tool_calls[1].id, "call_1");
+        assert_eq!(m.tool_calls[1].name, "g");
+    }
+
+    #[test]
+    fn content_parts_are_joined_and_other_parts_named() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":[
+                {"type":"thinking","thinking":[{"type":"text","text":"hmm"}]},
+                {"type":"text","text":"The answer "},{"type":"text","text":"is 4."},
+                {"type":"image_url","image_url":{"url":"data:..."}},
+                {"type":"refusal","refusal":"No more."},
+                {"no_type":true}]}"#,
+        )
+        .expect("content parts");
+        assert_eq!(
+            m.content_str(),
+            "[thinking part omitted]\nThe answer is 4.\n[image_url part omitted]\nNo more.\n[content part omitted: an object]"
+        );
+        let m: Message =
+            serde_json::from_str(r#"{"role":"assistant","content":[]}"#).expect("no parts");
+        assert_eq!(m.content, None);
+        let err = serde_json::from_str::<Message>(r#"{"role":"assistant","content":{"x":1}}"#)
+            .expect_err("an object is not content");
+        assert!(
+            err.to_string().contains(
+                "`content` must be a string, null or an array of content parts, not an object"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_the_assistant_text() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":null,"refusal":"I can't help with that."}"#,
+        )
+        .expect("refusal");
+        assert_eq!(m.content_str(), "I can't help with that.");
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":"Partly.","refusal":"Not the rest."}"#,
+        )
+        .expect("both");
+        assert_eq!(m.content_str(), "Partly.\nNot the rest.");
+        // What agentd sends never carries the read-only fields.
+        let v = serde_json::to_value(&m).expect("serialize");
+        assert!(
+            v.get("refusal").is_none() && v.get("function_call").is_none(),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn a_legacy_function_call_is_one_tool_call() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":null,"tool_calls":null,
+                "function_call":{"name":"echo","arguments":"{\"text\":\"hi\"}"}}"#,
+        )
+        .expect("function_call");
+        assert_eq!(
+            m.tool_calls,
+            vec![ToolCall {
+                id: "call_0".into(),
+                name: "echo".into(),
+                arguments: r#"{"text":"hi"}"#.into(),
+            }]
+        );
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","tool_calls":[],"function_call":{"name":"f","arguments":{"a":1}}}"#,
+        )
+        .expect("empty tool_calls");
+        assert_eq!(m.tool_calls[0].arguments, r#"{"a":1}"#);
+        // `tool_calls` wins when a server sends both.
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","tool_calls":[{"id":"c9","function":{"name":"new","arguments":"{}"}}],
+                "function_call":{"name":"old","arguments":"{}"}}"#,
+        )
+        .expect("both forms");
+        assert_eq!(m.tool_calls.len(), 1);
+        assert_eq!(m.tool_calls[0].name, "new");
     }
 
     #[test]

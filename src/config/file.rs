@@ -40,8 +40,17 @@ pub struct LlmKeys {
     /// Seconds per HTTP request.
     pub timeout: Option<f64>,
     pub max_retries: Option<u32>,
-    /// First retry delay in milliseconds; doubles on each retry.
+    /// Upper bound of the first retry delay in milliseconds; doubles on each
+    /// retry (the delay is drawn at random below the bound).
     pub retry_backoff_ms: Option<u64>,
+    /// Retries after a request timed out, apart from `max_retries`: a model
+    /// that always exceeds `timeout` must not be regenerated many times.
+    pub timeout_retries: Option<u32>,
+    /// Seconds: the longest `Retry-After` honoured.
+    pub retry_max_wait: Option<f64>,
+    /// PEM file of extra CA certificates to trust for this endpoint; a
+    /// relative path is relative to the configuration file.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl LlmKeys {
@@ -72,7 +81,10 @@ impl LlmKeys {
             max_input_tokens,
             timeout,
             max_retries,
-            retry_backoff_ms
+            retry_backoff_ms,
+            timeout_retries,
+            retry_max_wait,
+            ca_file
         )
     }
 }
@@ -88,6 +100,9 @@ const LLM_KEYS: &[&str] = &[
     "timeout",
     "max_retries",
     "retry_backoff_ms",
+    "timeout_retries",
+    "retry_max_wait",
+    "ca_file",
 ];
 
 /// `[llm]` mixes the default keys with `[llm.<agent>]` sub-tables, which

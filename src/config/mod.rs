@@ -307,25 +307,21 @@ impl Config {
             .iter()
             .map(|(name, o)| (name.clone(), o.table.clone()))
             .collect();
-        let llm = LlmConfig {
+        let config_dir = file.and_then(Path::parent);
+        let mut llm = LlmConfig {
             base: f.llm.base,
             overrides: overrides.into_iter().map(|(k, o)| (k, o.keys)).collect(),
         };
-        for (name, keys) in std::iter::once(("", &llm.base))
-            .chain(llm.overrides.iter().map(|(k, v)| (k.as_str(), v)))
-        {
-            if let Some(t) = keys.timeout {
-                if seconds(t).is_none() {
-                    let table = if name.is_empty() {
-                        "[llm]".to_string()
-                    } else {
-                        tables.get(name).cloned().unwrap_or_default()
-                    };
-                    return Err(invalid(format!(
-                        "{table} timeout must be a positive number of seconds"
-                    )));
-                }
-            }
+        for (table, keys) in std::iter::once(("[llm]".to_string(), &mut llm.base)).chain(
+            llm.overrides.iter_mut().map(|(name, keys)| {
+                let table = tables
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| format!("[llm.{name}]"));
+                (table, keys)
+            }),
+        ) {
+            check_llm_keys(keys, config_dir).map_err(|e| invalid(format!("{table} {e}")))?;
         }
         Ok(Config {
             source: file.map(Path::to_path_buf),
@@ -380,14 +376,55 @@ impl LlmConfig {
                 .unwrap_or(Duration::from_secs(300)),
             retry: RetryPolicy {
                 max_retries: keys.max_retries.unwrap_or(defaults.max_retries),
+                timeout_retries: keys.timeout_retries.unwrap_or(defaults.timeout_retries),
                 initial_backoff: keys
                     .retry_backoff_ms
                     .map(Duration::from_millis)
                     .unwrap_or(defaults.initial_backoff),
                 max_backoff: defaults.max_backoff,
+                max_wait: keys
+                    .retry_max_wait
+                    .and_then(|t| {
+                        if t == 0.0 {
+                            Some(Duration::ZERO)
+                        } else {
+                            seconds(t)
+                        }
+                    })
+                    .unwrap_or(defaults.max_wait),
             },
+            ca_file: keys.ca_file.clone(),
         }
     }
+}
+
+/// The checks on one `[llm]` or `[llm.<agent>]` table that need more than a
+/// type: values that would make every request fail are refused at load, with
+/// the key first in the message so `locate` finds its line. A relative
+/// `ca_file` is made relative to the configuration file's folder.
+fn check_llm_keys(keys: &mut LlmKeys, config_dir: Option<&Path>) -> Result<(), String> {
+    if let Some(t) = keys.timeout {
+        if seconds(t).is_none() {
+            return Err("timeout must be a positive number of seconds".into());
+        }
+    }
+    if let Some(t) = keys.retry_max_wait {
+        if t != 0.0 && seconds(t).is_none() {
+            return Err(format!(
+                "retry_max_wait must be a number of seconds (0 or more, at most a year), not {t}"
+            ));
+        }
+    }
+    if let Some(url) = &keys.base_url {
+        crate::llm::check_base_url(url)?;
+    }
+    if let Some(path) = &mut keys.ca_file {
+        if let Some(dir) = config_dir.filter(|_| path.is_relative()) {
+            *path = dir.join(&*path);
+        }
+        crate::llm::load_ca_file(path)?;
+    }
+    Ok(())
 }
 
 /// A positive, representable number of seconds, at most a year (`1e20` is

@@ -195,3 +195,98 @@ fn overrides_set_twice_for_one_agent_are_refused_naming_both() {
         .to_string();
     assert!(msg.contains("[llm.manus] and [llm.Manus]"), "{msg}");
 }
+
+#[test]
+fn a_base_url_without_http_scheme_is_refused_with_its_line() {
+    let msg = parse("[llm]\nmodel = \"m\"\nbase_url = \"localhost:11434/v1\"\n")
+        .expect_err("no scheme")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [llm] base_url `localhost:11434/v1`"),
+        "{msg}"
+    );
+    assert!(msg.contains("http://localhost:11434/v1"), "a hint: {msg}");
+    let msg = parse("[llm.manus]\n\nbase_url = \"ftp://host/v1\"\n")
+        .expect_err("not http")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [llm.manus] base_url"),
+        "{msg}"
+    );
+    assert!(parse("[llm]\nbase_url = \"http://\"\n").is_err());
+    assert!(parse("[llm]\nbase_url = \"http://127.0.0.1:8080/v1\"\n").is_ok());
+}
+
+#[test]
+fn retry_keys_are_read() {
+    let c = parse("[llm]\ntimeout_retries = 0\nretry_max_wait = 5\nmax_retries = 2\n[llm.manus]\nretry_max_wait = 0\n")
+        .expect("valid");
+    let retry = c.llm.for_agent("toolcall").retry;
+    assert_eq!(retry.timeout_retries, 0);
+    assert_eq!(retry.max_wait, Duration::from_secs(5));
+    assert_eq!(retry.max_retries, 2);
+    assert_eq!(c.llm.for_agent("manus").retry.max_wait, Duration::ZERO);
+    let defaults = Config::defaults().llm.for_agent("toolcall").retry;
+    assert_eq!(defaults.timeout_retries, 1);
+    assert_eq!(defaults.max_wait, Duration::from_secs(120));
+    let msg = parse("[llm]\n\nretry_max_wait = -1\n")
+        .expect_err("negative")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [llm] retry_max_wait"),
+        "{msg}"
+    );
+}
+
+/// PEM framing around the first 48 bytes of a certificate: PEM that parses,
+/// DER that does not.
+const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBkTCCATegAwIBAgIUQ3Y0GcNnqVZ4s5c5c0JtLq7Xn7YwCgYIKoZIzj0EAwIw
+-----END CERTIFICATE-----
+";
+
+#[test]
+fn ca_file_is_checked_at_load_and_relative_to_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("agentd.toml");
+    let msg = Config::parse("[llm]\nca_file = \"missing.pem\"\n", &file)
+        .expect_err("missing")
+        .to_string();
+    let expected = format!(
+        "{}:2: [llm] ca_file {}: cannot read",
+        file.display(),
+        dir.path().join("missing.pem").display()
+    );
+    assert!(msg.starts_with(&expected), "{msg}");
+    std::fs::write(dir.path().join("empty.pem"), "not a certificate\n").expect("write");
+    let msg = Config::parse("[llm.manus]\nca_file = \"empty.pem\"\n", &file)
+        .expect_err("empty")
+        .to_string();
+    assert!(
+        msg.contains(":2: [llm.manus] ca_file") && msg.contains("no PEM certificate"),
+        "{msg}"
+    );
+    std::fs::write(dir.path().join("bad.pem"), TEST_CA_PEM).expect("write");
+    let msg = Config::parse("[llm]\nca_file = \"bad.pem\"\n", &file)
+        .expect_err("truncated certificate")
+        .to_string();
+    assert!(
+        msg.contains(":2: [llm] ca_file")
+            && msg.contains("certificate 1 is not a usable CA certificate: BadEncoding"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_good_ca_file_loads_and_reaches_the_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("agentd.toml");
+    let ca = rcgen::generate_simple_self_signed(vec!["internal-ca".to_string()]).expect("CA");
+    std::fs::write(dir.path().join("ca.pem"), ca.cert.pem()).expect("write");
+    let c = Config::parse("[llm]\nca_file = \"ca.pem\"\n", &file).expect("valid");
+    assert_eq!(
+        c.llm.for_agent("toolcall").ca_file,
+        Some(dir.path().join("ca.pem")),
+        "relative to the configuration file"
+    );
+}

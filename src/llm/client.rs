@@ -1,10 +1,11 @@
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use super::error::LlmError;
-use super::retry::RetryPolicy;
+use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
 use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam};
 use crate::agent::message::{Message, Role};
 
@@ -61,6 +62,9 @@ pub struct LlmSettings {
     pub max_input_tokens: Option<u64>,
     pub request_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Extra trusted roots (PEM), beside the system's trust store: for an
+    /// endpoint behind an internal CA or a TLS-inspecting proxy.
+    pub ca_file: Option<PathBuf>,
 }
 
 pub struct ChatRequest<'a> {
@@ -69,21 +73,131 @@ pub struct ChatRequest<'a> {
     pub tool_choice: ToolChoice,
 }
 
-/// Why the model stopped, as the server said (`finish_reason`).
+#[derive(Debug, Clone)]
+pub struct ChatResponse {
+    pub message: Message,
+    pub usage: Usage,
+    /// Why the model stopped, when the server says. `Length` means the
+    /// answer (and possibly a tool call's arguments) was cut at `max_tokens`.
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// `choices[].finish_reason`, read from the server's string. Unknown values
+/// (`eos` from some local servers) are kept as they came.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinishReason {
     Stop,
     Length,
+    /// Also the legacy `function_call`, which means the same.
     ToolCalls,
     ContentFilter,
     Other(String),
 }
 
-#[derive(Debug, Clone)]
-pub struct ChatResponse {
-    pub message: Message,
-    pub usage: Usage,
-    pub finish_reason: Option<FinishReason>,
+impl FinishReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            _ => FinishReason::Other(s),
+        }
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FinishReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(FinishReason::from)
+    }
+}
+
+/// Checks that `base_url` is an absolute `http://` or `https://` URL with a
+/// host. A URL without a scheme (`localhost:11434/v1`) would otherwise fail
+/// on every request as if the server were down, and be retried as such.
+pub fn check_base_url(base_url: &str) -> Result<(), String> {
+    let hint = || {
+        if base_url.contains("://") {
+            String::new()
+        } else {
+            format!(" (did you mean `http://{base_url}`?)")
+        }
+    };
+    let url = reqwest::Url::parse(base_url)
+        .map_err(|e| format!("base_url `{base_url}` is not a valid URL: {e}{}", hint()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "base_url `{base_url}` must start with http:// or https://{}",
+            hint()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("base_url `{base_url}` has no host"));
+    }
+    Ok(())
+}
+
+/// Reads the PEM certificates of `ca_file` and checks each is usable as a
+/// trust anchor, so a wrong file is refused when the configuration loads
+/// rather than showing up as an untrusted endpoint.
+pub fn load_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("ca_file {shown}: cannot read: {e}"))?;
+    let ders = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("ca_file {shown}: not a PEM certificate file: {e}"))?;
+    if ders.is_empty() {
+        return Err(format!(
+            "ca_file {shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+        ));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    ders.into_iter()
+        .enumerate()
+        .map(|(i, der)| {
+            let cert = reqwest::Certificate::from_der(&der)
+                .map_err(|e| format!("ca_file {shown}: certificate {}: {e}", i + 1))?;
+            store.add(der).map_err(|e| {
+                // rustls words this for a server's certificate ("invalid peer
+                // certificate"); here it is one of ours.
+                let why = match e {
+                    rustls::Error::InvalidCertificate(c) => format!("{c:?}"),
+                    other => other.to_string(),
+                };
+                format!(
+                    "ca_file {shown}: certificate {} is not a usable CA certificate: {why}",
+                    i + 1
+                )
+            })?;
+            Ok(cert)
+        })
+        .collect()
 }
 
 /// One client per agent configuration; cheap to share (`reqwest::Client`
@@ -96,16 +210,28 @@ pub struct LlmClient {
 }
 
 impl LlmClient {
+    /// Builds the client, refusing settings no request could succeed with:
+    /// an empty or malformed `base_url` (also when it comes from
+    /// `$OPENAI_BASE_URL`, which the configuration file never sees) or an
+    /// unusable `ca_file`.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         if settings.base_url.is_empty() {
             return Err(LlmError::NotConfigured(
                 "no base_url: set [llm] base_url or $OPENAI_BASE_URL".into(),
             ));
         }
-        let http = reqwest::Client::builder()
-            .timeout(settings.request_timeout)
-            .build()
-            .map_err(|e| LlmError::NotConfigured(format!("HTTP client: {e}")))?;
+        check_base_url(&settings.base_url).map_err(LlmError::NotConfigured)?;
+        // Built-in roots are the system's trust store plus Mozilla's list
+        // (both reqwest features are on; see Cargo.toml), then `ca_file`.
+        let mut builder = reqwest::Client::builder().timeout(settings.request_timeout);
+        if let Some(path) = &settings.ca_file {
+            for cert in load_ca_file(path).map_err(LlmError::NotConfigured)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| {
+            LlmError::NotConfigured(format!("cannot build the HTTP client: {}", error_chain(&e)))
+        })?;
         let url = format!(
             "{}/chat/completions",
             settings.base_url.trim_end_matches('/')
@@ -148,17 +274,19 @@ impl LlmClient {
         let body = serde_json::to_vec(&body)
             .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?;
 
-        let mut attempt = 0;
+        let mut spent = Attempts::default();
         loop {
-            match self.send_once(&body).await {
+            let error = match self.send_once(&body).await {
                 Ok(r) => return Ok(r),
-                Err(e) if e.is_retryable() && attempt < self.settings.retry.max_retries => {
-                    let delay = self.settings.retry.delay(attempt, e.retry_after());
-                    warn!(error = %e, attempt = attempt + 1, ?delay, "LLM request failed; retrying");
+                Err(e) => e,
+            };
+            match self.settings.retry.next(error, &mut spent) {
+                Next::Retry { delay, error } => {
+                    warn!(%error, retries = spent.retries, timeout_retries = spent.timeouts, ?delay,
+                        "LLM request failed; retrying");
                     tokio::time::sleep(delay).await;
-                    attempt += 1;
                 }
-                Err(e) => return Err(e),
+                Next::Fail(error) => return Err(error),
             }
         }
     }
@@ -178,8 +306,7 @@ impl LlmClient {
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .and_then(|s| Duration::try_from_secs_f64(s).ok());
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let bytes = read_capped(resp)
             .await
             .map_err(|e| e.unwrap_or_else(|e| self.transport_error(e)))?;
@@ -204,25 +331,46 @@ impl LlmClient {
         let Some(choice) = parsed.choices.into_iter().next() else {
             return Err(LlmError::Malformed("no choices in response".into()));
         };
-        let mut message = choice.message;
+        let Some(mut message) = choice.message else {
+            return Err(LlmError::Malformed(
+                "the first choice has no message".into(),
+            ));
+        };
+        if choice.finish_reason == Some(FinishReason::Length) {
+            warn!(url = %self.url, max_tokens = ?self.settings.max_tokens,
+                "the LLM answer was cut at max_tokens (finish_reason \"length\")");
+        }
         if message.role != Role::Assistant {
             debug!(role = %message.role, "server answered with a non-assistant role; treating it as assistant");
             message.role = Role::Assistant;
         }
         let usage = parsed.usage.unwrap_or_default();
         Ok(ChatResponse {
-            finish_reason: None,
             message,
             usage: Usage {
                 prompt_tokens: usage.prompt_tokens.unwrap_or(0),
                 completion_tokens: usage.completion_tokens.unwrap_or(0),
             },
+            finish_reason: choice.finish_reason,
         })
     }
 
     fn transport_error(&self, e: reqwest::Error) -> LlmError {
         if e.is_timeout() {
             LlmError::Timeout(self.settings.request_timeout)
+        } else if e.is_builder() {
+            // The request could not even be formed: the same would happen on
+            // every try, so this is a settings problem, not a network one.
+            LlmError::NotConfigured(format!(
+                "cannot send a request to {}: {}",
+                self.url,
+                error_chain(&e)
+            ))
+        } else if let Some(message) = certificate_problem(&e) {
+            LlmError::Certificate {
+                url: self.url.clone(),
+                message,
+            }
         } else {
             LlmError::Connect {
                 url: self.url.clone(),
@@ -249,6 +397,32 @@ async fn read_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The TLS certificate error behind a failed request, if that is what it was.
+/// It is found by type, not by wording: rustls's error travels inside an
+/// `io::Error` (whose `source()` skips the wrapped error, hence `get_ref`)
+/// inside hyper's and reqwest's own errors.
+fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut pending: Vec<&(dyn std::error::Error + 'static)> = vec![e];
+    while let Some(err) = pending.pop() {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            if matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            ) {
+                return Some(tls.to_string());
+            }
+        }
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            pending.push(inner);
+        }
+        pending.extend(err.source());
+    }
+    None
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -281,4 +455,24 @@ pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
             .map(|t| t.name.len() + t.description.len() + t.parameters.len())
             .sum::<usize>();
     (chars as u64).div_ceil(4) + 4 * messages.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_must_be_http_or_https_with_a_host() {
+        assert!(check_base_url("https://api.openai.com/v1").is_ok());
+        assert!(check_base_url("http://127.0.0.1:11434/v1").is_ok());
+        let err = check_base_url("localhost:11434/v1").expect_err("no scheme");
+        assert!(
+            err.contains("did you mean `http://localhost:11434/v1`"),
+            "{err}"
+        );
+        assert!(check_base_url("api.openai.com/v1").is_err());
+        assert!(check_base_url("ftp://example.com").is_err());
+        assert!(check_base_url("http://").is_err());
+        assert!(check_base_url("unix:///run/llm.sock").is_err());
+    }
 }

@@ -4,6 +4,13 @@ use std::time::Duration;
 pub enum LlmError {
     #[error("LLM endpoint {url} is unreachable: {message}")]
     Connect { url: String, message: String },
+    /// The endpoint's certificate was refused. Retrying cannot help, and the
+    /// fix is on this side (a CA to trust), so the message says where.
+    #[error(
+        "the TLS certificate of LLM endpoint {url} is not trusted: {message}; \
+         add its CA to the system trust store or set [llm] ca_file"
+    )]
+    Certificate { url: String, message: String },
     #[error("LLM request timed out after {0:?}")]
     Timeout(Duration),
     /// `message` is the server's own `error.message` when it sent one.
@@ -13,6 +20,21 @@ pub enum LlmError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// Retrying before the server's `Retry-After` would only be refused
+    /// again, and waiting longer than the configured limit would park the
+    /// run, so the request fails and says which key allows the wait.
+    #[error(
+        "LLM endpoint answered HTTP {status}: {message}; it asked to be retried after {} s, \
+         longer than [llm] retry_max_wait ({} s): raise retry_max_wait to wait that long",
+        asked.as_secs_f64().ceil(),
+        max_wait.as_secs_f64()
+    )]
+    RetryAfterTooLong {
+        status: u16,
+        message: String,
+        asked: Duration,
+        max_wait: Duration,
+    },
     #[error("LLM response is malformed: {0}")]
     Malformed(String),
     #[error("LLM is not configured: {0}")]
@@ -20,13 +42,18 @@ pub enum LlmError {
 }
 
 impl LlmError {
-    /// Connection errors, timeouts, 429 and 5xx may succeed on a later try;
-    /// any other 4xx means the request itself is wrong and would fail again.
+    /// Connection errors, timeouts, 408 (request timeout), 409 (conflict, as
+    /// the OpenAI SDKs treat it), 429 and 5xx may succeed on a later try; any
+    /// other 4xx means the request itself is wrong and would fail again, and a
+    /// refused certificate stays refused.
     pub fn is_retryable(&self) -> bool {
         match self {
             LlmError::Connect { .. } | LlmError::Timeout(_) => true,
-            LlmError::Status { status, .. } => *status == 429 || *status >= 500,
-            LlmError::Malformed(_) | LlmError::NotConfigured(_) => false,
+            LlmError::Status { status, .. } => matches!(*status, 408 | 409 | 429) || *status >= 500,
+            LlmError::Certificate { .. }
+            | LlmError::RetryAfterTooLong { .. }
+            | LlmError::Malformed(_)
+            | LlmError::NotConfigured(_) => false,
         }
     }
 

@@ -8,8 +8,8 @@ mod retry;
 mod wire;
 
 pub use client::{
-    estimate_tokens, ChatRequest, ChatResponse, FinishReason, LlmClient, LlmSettings, ToolChoice,
-    ToolSpec, Usage,
+    check_base_url, estimate_tokens, load_ca_file, ChatRequest, ChatResponse, FinishReason,
+    LlmClient, LlmSettings, ToolChoice, ToolSpec, Usage,
 };
 pub use error::LlmError;
 pub use retry::RetryPolicy;

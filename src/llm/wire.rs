@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::FinishReason;
 use crate::agent::message::Message;
 
 #[derive(Serialize)]
@@ -33,9 +34,11 @@ pub(super) struct FunctionParam<'a> {
     pub parameters: serde_json::Value,
 }
 
+/// `null` counts as absent everywhere here (proxies send both), so only a
+/// body that says nothing usable is refused.
 #[derive(Deserialize)]
 pub(super) struct ResponseBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub choices: Vec<Choice>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
@@ -43,7 +46,10 @@ pub(super) struct ResponseBody {
 
 #[derive(Deserialize)]
 pub(super) struct Choice {
-    pub message: Message,
+    #[serde(default)]
+    pub message: Option<Message>,
+    #[serde(default)]
+    pub finish_reason: Option<FinishReason>,
 }
 
 /// Counts may be missing or `null` (some local servers send either).
@@ -55,6 +61,14 @@ pub(super) struct WireUsage {
     pub completion_tokens: Option<u64>,
 }
 
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 #[derive(Deserialize)]
 pub(super) struct ErrorBody {
     pub error: ErrorDetail,
@@ -64,4 +78,60 @@ pub(super) struct ErrorBody {
 pub(super) struct ErrorDetail {
     #[serde(default)]
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::message::Role;
+
+    #[test]
+    fn nulls_in_the_envelope_are_absent() {
+        let body: ResponseBody = serde_json::from_str(
+            r#"{"id":null,"choices":[{"index":0,"message":{"role":"assistant","content":null,
+                "tool_calls":null},"finish_reason":null,"logprobs":null}],"usage":null}"#,
+        )
+        .expect("nulls");
+        let choice = &body.choices[0];
+        assert_eq!(choice.finish_reason, None);
+        assert_eq!(
+            choice.message.as_ref().map(|m| m.role),
+            Some(Role::Assistant)
+        );
+        assert!(body.usage.is_none());
+        let body: ResponseBody = serde_json::from_str(
+            r#"{"choices":null,"usage":{"prompt_tokens":null,"completion_tokens":3}}"#,
+        )
+        .expect("null choices");
+        assert!(body.choices.is_empty());
+        let usage = body.usage.expect("usage");
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (None, Some(3))
+        );
+    }
+
+    #[test]
+    fn finish_reasons_are_read() {
+        let reason = |s: &str| {
+            let body: ResponseBody = serde_json::from_str(&format!(
+                r#"{{"choices":[{{"message":{{"content":"x"}},"finish_reason":{s}}}]}}"#
+            ))
+            .expect("finish_reason");
+            body.choices
+                .into_iter()
+                .next()
+                .and_then(|c| c.finish_reason)
+        };
+        assert_eq!(reason(r#""stop""#), Some(FinishReason::Stop));
+        assert_eq!(reason(r#""length""#), Some(FinishReason::Length));
+        assert_eq!(reason(r#""tool_calls""#), Some(FinishReason::ToolCalls));
+        assert_eq!(reason(r#""function_call""#), Some(FinishReason::ToolCalls));
+        assert_eq!(
+            reason(r#""content_filter""#),
+            Some(FinishReason::ContentFilter)
+        );
+        assert_eq!(reason(r#""eos""#), Some(FinishReason::Other("eos".into())));
+        assert_eq!(reason("null"), None);
+    }
 }

@@ -37,6 +37,11 @@ pub enum Reply {
     },
     /// A 200 whose body is not a chat completion.
     Garbage(String),
+    /// A chat completion whose only choice is this raw JSON object (its
+    /// `message`, `finish_reason` and whatever else), sent as it is: the
+    /// shapes real servers and proxies answer with (`"tool_calls": null`,
+    /// content parts, a refusal, a legacy `function_call`, a `length` cut).
+    Choice(Value),
     /// Waits, then answers.
     Delayed(Duration, Box<Reply>),
 }
@@ -55,6 +60,11 @@ impl Reply {
 
     pub fn terminate() -> Self {
         Self::call("terminate", r#"{"status":"success"}"#)
+    }
+
+    /// A choice carrying `message` as raw JSON, finished with `"stop"`.
+    pub fn message(message: Value) -> Self {
+        Reply::Choice(choice(message))
     }
 
     pub fn error(status: u16, message: &str) -> Self {
@@ -260,8 +270,8 @@ async fn answer(mut reply: Reply, id_base: u64, prompt_tokens: u64) -> Response 
         tokio::time::sleep(d).await;
         reply = *inner;
     }
-    let message = match reply {
-        Reply::Text(t) => json!({"role": "assistant", "content": t}),
+    let choice = match reply {
+        Reply::Text(t) => choice(json!({"role": "assistant", "content": t})),
         Reply::Calls { content, calls } => {
             let calls: Vec<Value> = calls
                 .into_iter()
@@ -271,8 +281,9 @@ async fn answer(mut reply: Reply, id_base: u64, prompt_tokens: u64) -> Response 
                            "function": {"name": name, "arguments": args}})
                 })
                 .collect();
-            json!({"role": "assistant", "content": content, "tool_calls": calls})
+            choice(json!({"role": "assistant", "content": content, "tool_calls": calls}))
         }
+        Reply::Choice(raw) => raw,
         Reply::Error {
             status,
             message,
@@ -287,11 +298,15 @@ async fn answer(mut reply: Reply, id_base: u64, prompt_tokens: u64) -> Response 
         "created": 0,
         "model": "fake",
         "system_fingerprint": "fp_fake",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": null}],
+        "choices": [choice],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 5, "total_tokens": prompt_tokens + 5,
                   "prompt_tokens_details": {"cached_tokens": 0}},
     });
     (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+fn choice(message: Value) -> Value {
+    json!({"index": 0, "message": message, "finish_reason": "stop", "logprobs": null})
 }
 
 fn openai_error(status: u16, message: &str, retry_after: Option<String>) -> Response {

@@ -109,7 +109,9 @@ impl Harness {
                 max_retries: 3,
                 initial_backoff: Duration::from_millis(10),
                 max_backoff: Duration::from_millis(200),
+                ..RetryPolicy::default()
             },
+            ca_file: None,
         }
     }
 

@@ -1,0 +1,506 @@
+//! The LLM client against what real servers and proxies do: answers in every
+//! shape they send, retries as the README states them, and HTTPS endpoints
+//! behind a CA of their own. Runs go through the real `toolcall` strategy
+//! component and the scripted fake LLM; TLS is a real rustls endpoint on
+//! loopback in front of it.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use agentd::agent::{Message, Outcome, Role, RunOptions, RunRecord};
+use agentd::llm::{ChatRequest, FinishReason, LlmClient, LlmError, LlmSettings, ToolChoice};
+use agentd::testkit::{FakeLlm, Reply};
+use common::{tool_outputs, toolcall_agent, Harness};
+use serde_json::json;
+
+async fn run_with(h: &Harness, settings: LlmSettings, request: &str) -> RunRecord {
+    h.agent_with(toolcall_agent(5), settings)
+        .run(request, RunOptions::default())
+        .await
+        .expect("run")
+}
+
+fn assistant_texts(r: &RunRecord) -> Vec<String> {
+    r.messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| m.content_str().to_string())
+        .collect()
+}
+
+// ---- Responses from real servers and proxies parse ----
+
+#[tokio::test]
+async fn a_text_answer_with_null_fields_finishes_normally() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        // LiteLLM's text-only answer.
+        Reply::message(json!({"role": null, "content": "Hello", "tool_calls": null,
+                              "function_call": null, "refusal": null})),
+        Reply::Choice(json!({"index": 0, "finish_reason": null, "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": null, "type": null,
+                            "function": {"name": "terminate", "arguments": "{\"status\":\"success\"}"}}]}})),
+    ]);
+    let r = h.run(toolcall_agent(5), "greet").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(r.steps, 2);
+    assert!(r.result.starts_with("Step 1: Hello\n"), "{}", r.result);
+    assert_eq!(assistant_texts(&r)[0], "Hello");
+    // What was stored is sent back as a valid conversation.
+    assert!(h.llm.rejected().is_empty(), "{:?}", h.llm.rejected());
+}
+
+#[tokio::test]
+async fn content_parts_are_joined_into_the_stored_answer() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::message(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": [{"type": "text", "text": "let me see"}]},
+            {"type": "text", "text": "Part one, "},
+            {"type": "text", "text": "part two."},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]})),
+        Reply::terminate(),
+    ]);
+    let r = h.run(toolcall_agent(5), "parts").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    let expected = "[thinking part omitted]\nPart one, part two.\n[image_url part omitted]";
+    assert_eq!(assistant_texts(&r)[0], expected);
+    let second = &h.llm.requests()[1];
+    let sent = second["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "assistant"))
+        .expect("the answer is sent back");
+    assert_eq!(sent["content"], expected, "sent back as one string");
+}
+
+#[tokio::test]
+async fn a_refusal_is_the_stored_answer_and_the_step_observes_it() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::message(json!({"role": "assistant", "content": null,
+                              "refusal": "I can't help with that."})),
+        Reply::terminate(),
+    ]);
+    let r = h.run(toolcall_agent(5), "something forbidden").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(assistant_texts(&r)[0], "I can't help with that.");
+    assert!(
+        r.result.starts_with("Step 1: I can't help with that.\n"),
+        "{}",
+        r.result
+    );
+}
+
+#[tokio::test]
+async fn a_legacy_function_call_runs_the_tool() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::message(json!({"role": "assistant", "content": null, "tool_calls": null,
+            "function_call": {"name": "echo", "arguments": "{\"text\":\"from the legacy field\"}"}})),
+        Reply::message(json!({"role": "assistant", "content": null,
+            "function_call": {"name": "terminate", "arguments": "{\"status\":\"success\"}"}})),
+    ]);
+    let r = h.run(toolcall_agent(5), "legacy").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(
+        tool_outputs(&r)[0],
+        "Observed output of cmd `echo` executed:\nfrom the legacy field"
+    );
+    let second = &h.llm.requests()[1];
+    let messages = second["messages"].as_array().expect("messages");
+    let call = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the call is sent back");
+    assert_eq!(call["tool_calls"][0]["id"], "call_0");
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "echo");
+    assert!(messages
+        .iter()
+        .any(|m| m["role"] == "tool" && m["tool_call_id"] == "call_0"));
+    assert!(h.llm.rejected().is_empty(), "{:?}", h.llm.rejected());
+}
+
+#[tokio::test]
+async fn finish_reason_is_exposed() {
+    let llm = FakeLlm::start().await.expect("fake LLM");
+    let settings = settings_for(llm.base_url());
+    let client = LlmClient::new(settings).expect("client");
+    let ask = || ChatRequest {
+        messages: std::slice::from_ref(&USER),
+        tools: &[],
+        tool_choice: ToolChoice::Auto,
+    };
+    llm.push_all([
+        Reply::Choice(
+            json!({"message": {"role": "assistant", "content": "The answer is cut sh"},
+                             "finish_reason": "length"}),
+        ),
+        Reply::text("done"),
+        Reply::Choice(json!({"message": {"content": "x"}, "finish_reason": "eos"})),
+    ]);
+    let cut = client.chat(ask()).await.expect("answer");
+    assert_eq!(cut.finish_reason, Some(FinishReason::Length));
+    assert_eq!(cut.message.content_str(), "The answer is cut sh");
+    let whole = client.chat(ask()).await.expect("answer");
+    assert_eq!(whole.finish_reason, Some(FinishReason::Stop));
+    let other = client.chat(ask()).await.expect("answer");
+    assert_eq!(other.finish_reason, Some(FinishReason::Other("eos".into())));
+}
+
+static USER: std::sync::LazyLock<Message> = std::sync::LazyLock::new(|| Message::user("hi"));
+
+fn settings_for(base_url: String) -> LlmSettings {
+    LlmSettings {
+        model: "fake".into(),
+        base_url,
+        api_key: None,
+        max_tokens: None,
+        temperature: None,
+        max_input_tokens: None,
+        request_timeout: Duration::from_secs(10),
+        retry: agentd::llm::RetryPolicy {
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(200),
+            ..Default::default()
+        },
+        ca_file: None,
+    }
+}
+
+// ---- Retries that match the documentation ----
+
+#[tokio::test]
+async fn an_http_date_retry_after_is_honoured() {
+    let h = Harness::new().await;
+    let started = SystemTime::now();
+    let at = httpdate::fmt_http_date(started + Duration::from_secs(2));
+    h.llm.push_all([
+        Reply::Error {
+            status: 503,
+            message: "warming up".into(),
+            retry_after: Some(at),
+        },
+        Reply::terminate(),
+    ]);
+    let r = h.run(toolcall_agent(3), "wait for the date").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 2, "one 503, then the retry");
+    // Lower bound only (the date has one-second resolution): the retry did
+    // not come before the server asked, as the 10 ms backoff would have.
+    let waited = SystemTime::now()
+        .duration_since(started)
+        .unwrap_or_default();
+    assert!(waited >= Duration::from_secs(1), "retried after {waited:?}");
+}
+
+#[tokio::test]
+async fn request_timeout_and_conflict_statuses_are_retried() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::error(408, "request timeout"),
+        Reply::error(409, "conflict"),
+        Reply::terminate(),
+    ]);
+    let r = h.run(toolcall_agent(3), "retry 408 and 409").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_retry_max_wait_fails_naming_the_key() {
+    let h = Harness::new().await;
+    h.llm.push_all([
+        Reply::Error {
+            status: 429,
+            message: "quota resets in ten minutes".into(),
+            retry_after: Some("600".into()),
+        },
+        Reply::terminate(),
+    ]);
+    let mut settings = h.settings();
+    settings.retry.max_wait = Duration::from_secs(1);
+    let r = run_with(&h, settings, "too long a wait").await;
+    assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 1, "not retried early");
+    let err = r.error.expect("error");
+    assert!(
+        err.contains("quota resets in ten minutes")
+            && err.contains("after 600 s")
+            && err.contains("[llm] retry_max_wait"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_request_is_tried_one_plus_timeout_retries_times() {
+    for timeout_retries in [0, 1, 2] {
+        let h = Harness::new().await;
+        h.llm.set_fallback(Reply::Delayed(
+            Duration::from_secs(5),
+            Box::new(Reply::terminate()),
+        ));
+        let mut settings = h.settings();
+        settings.request_timeout = Duration::from_millis(300);
+        settings.retry.timeout_retries = timeout_retries;
+        assert_eq!(settings.retry.max_retries, 3, "more than timeout_retries");
+        let r = run_with(&h, settings, "slow model").await;
+        assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+        assert!(
+            r.error.as_deref().unwrap_or("").contains("timed out"),
+            "{r:?}"
+        );
+        assert_eq!(
+            h.llm.requests().len(),
+            1 + timeout_retries as usize,
+            "timeout_retries = {timeout_retries}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_base_url_is_refused_before_any_request() {
+    for url in [
+        "localhost:11434/v1",
+        "ftp://example.com/v1",
+        "http://",
+        "api.openai.com/v1",
+    ] {
+        let settings = LlmSettings {
+            base_url: url.into(),
+            ..settings_for(String::new())
+        };
+        match LlmClient::new(settings) {
+            Err(LlmError::NotConfigured(msg)) => {
+                assert!(msg.contains(&format!("base_url `{url}`")), "{msg}")
+            }
+            Err(other) => panic!("{url}: expected NotConfigured, got {other}"),
+            Ok(_) => panic!("{url}: accepted"),
+        }
+    }
+}
+
+// ---- The HTTPS client trusts what the system trusts ----
+
+/// A CA and a certificate it issued for `127.0.0.1` and `localhost`.
+struct TestPki {
+    ca_pem: String,
+    leaf_der: Vec<u8>,
+    leaf_key_der: Vec<u8>,
+}
+
+fn test_pki() -> TestPki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "agentd test CA");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &issuer)
+        .expect("leaf certificate");
+    TestPki {
+        ca_pem: ca_cert.pem(),
+        leaf_der: leaf.der().to_vec(),
+        leaf_key_der: leaf_key.serialize_der(),
+    }
+}
+
+/// A TLS terminator on loopback that forwards bytes to `backend` (the fake
+/// LLM), counting the connections it accepts.
+struct TlsFront {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsFront {
+    async fn start(pki: &TestPki, backend: SocketAddr) -> Self {
+        use tokio_rustls::rustls;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![pki.leaf_der.clone().into()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(pki.leaf_key_der.clone().into()),
+            )
+            .expect("server certificate");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends here.
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    if let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                    }
+                });
+            }
+        });
+        TlsFront {
+            addr,
+            connections,
+            task,
+        }
+    }
+
+    fn base_url(&self) -> String {
+        format!("https://{}/v1", self.addr)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn backend_of(llm: &FakeLlm) -> SocketAddr {
+    let url = llm.base_url();
+    url.trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .expect("fake LLM address")
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_one_clear_attempt_and_ca_file_fixes_it() {
+    let h = Harness::new().await;
+    let pki = test_pki();
+    let front = TlsFront::start(&pki, backend_of(&h.llm)).await;
+    h.llm.set_fallback(Reply::terminate());
+
+    let mut settings = h.settings();
+    settings.base_url = front.base_url();
+    let r = run_with(&h, settings.clone(), "over TLS").await;
+    assert_eq!(r.outcome, Outcome::Error, "{r:?}");
+    let err = r.error.expect("error");
+    assert!(
+        err.contains(&format!("certificate of LLM endpoint {}", front.base_url()))
+            && err.contains("UnknownIssuer")
+            && err.contains("[llm] ca_file"),
+        "{err}"
+    );
+    assert_eq!(
+        front.connections(),
+        1,
+        "a refused certificate is not retried"
+    );
+    assert!(h.llm.requests().is_empty());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).expect("write CA");
+    settings.ca_file = Some(ca_file);
+    let r = run_with(&h, settings, "over TLS").await;
+    assert_eq!(r.outcome, Outcome::Finished, "{r:?}");
+    assert_eq!(h.llm.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unusable_ca_file_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").expect("write");
+    for (path, words) in [
+        (dir.path().join("missing.pem"), "cannot read"),
+        (empty, "no PEM certificate"),
+    ] {
+        let settings = LlmSettings {
+            ca_file: Some(path.clone()),
+            ..settings_for("http://127.0.0.1:9/v1".into())
+        };
+        match LlmClient::new(settings) {
+            Err(LlmError::NotConfigured(msg)) => assert!(
+                msg.contains(&format!("ca_file {}", path.display())) && msg.contains(words),
+                "{msg}"
+            ),
+            Err(other) => panic!("expected NotConfigured, got {other}"),
+            Ok(_) => panic!("{} accepted", path.display()),
+        }
+    }
+}
+
+/// The system trust store is read (`SSL_CERT_FILE` is how a system store is
+/// pointed at a file): checked in a child process of this test binary, so
+/// the variable is set before anything reads it and nowhere else.
+#[tokio::test]
+async fn the_system_trust_store_is_trusted() {
+    let h = Harness::new().await;
+    let pki = test_pki();
+    let front = TlsFront::start(&pki, backend_of(&h.llm)).await;
+    h.llm.set_fallback(Reply::text("trusted"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("system-store.pem");
+    std::fs::write(&store, &pki.ca_pem).expect("write store");
+    let exe = std::env::current_exe().expect("test binary");
+    let out = tokio::process::Command::new(exe)
+        .args([
+            "--exact",
+            "system_store_child",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("SSL_CERT_FILE", &store)
+        .env_remove("SSL_CERT_DIR")
+        .env(CHILD_URL, front.base_url())
+        .output()
+        .await
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(h.llm.requests().len(), 1, "the child's request got through");
+}
+
+const CHILD_URL: &str = "AGENTD_TEST_SYSTEM_STORE_URL";
+
+/// Half of `the_system_trust_store_is_trusted`; does nothing on its own.
+#[tokio::test]
+#[ignore = "run by the_system_trust_store_is_trusted with SSL_CERT_FILE set"]
+async fn system_store_child() {
+    let Ok(base_url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let settings = LlmSettings {
+        base_url,
+        ..settings_for(String::new())
+    };
+    let client = LlmClient::new(settings).expect("client");
+    let answer = client
+        .chat(ChatRequest {
+            messages: std::slice::from_ref(&USER),
+            tools: &[],
+            tool_choice: ToolChoice::Auto,
+        })
+        .await
+        .expect("the CA in SSL_CERT_FILE is trusted");
+    assert_eq!(answer.message.content_str(), "trusted");
+}
