@@ -2,14 +2,25 @@
 //!
 //! Only the `tool` world is generated here: a component embeds the type
 //! section of every world its crates generate, so sharing one crate with the
-//! strategy world would give every tool the agent imports too.
+//! strategy world would give every tool the agent imports too. The `types`
+//! and `logging` interfaces, which both worlds import, come from
+//! `agentd-plugin-types` (through `with:`), so both SDKs share one copy of
+//! them and of their helpers (`Error::new`, `ToolSpec::new`, `log`, ...).
 
 /// Raw `wit-bindgen` output, public for anything the re-exports miss.
+/// `types` and `logging` are not in it: they are `agentd_plugin_types`'s.
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool",
         path: "../../../wit/since_v0.2.0",
-        // Lets plugin code and tests compare messages and errors.
+        // Generated once, in agentd-plugin-types, so that both SDKs share
+        // these types and the helpers on them.
+        with: {
+            "agentd:plugin/types@0.2.0": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.0": agentd_plugin_types::logging,
+        },
+        // Lets plugin code and tests compare this world's records
+        // (commands, outputs, entries), as they can messages and errors.
         additional_derives: [PartialEq],
         pub_export_macro: true,
         export_macro_name: "export_tool",
@@ -17,35 +28,13 @@ pub mod bindings {
     });
 }
 
-/// The contract this SDK builds against: the host reports it for each
-/// plugin (`agentd plugins`, `GET /v1/plugins`).
-pub const CONTRACT: &str = "agentd:plugin@0.2.0";
-
+pub use agentd_plugin_types::{CONTRACT, Error, ErrorCode, Metadata, ToolSpec, log};
 pub use bindings::agentd::plugin::sandbox::{self, Command, CommandOutput, DirEntry};
-pub use bindings::agentd::plugin::types::{Error, ErrorCode, PluginMetadata as Metadata, ToolSpec};
 /// `export_tool!(MyTool)` makes `MyTool` (which implements [`Guest`]) the
 /// component's `tool-api` export. Use it exactly once.
 pub use bindings::export_tool;
 /// The trait a tool implements.
 pub use bindings::exports::agentd::plugin::tool_api::Guest;
-
-include!("../../common.rs");
-
-impl ToolSpec {
-    /// `parameters` is a JSON Schema object as JSON text; it goes to the
-    /// model as is, so it is not checked here.
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        parameters: impl Into<String>,
-    ) -> Self {
-        ToolSpec {
-            name: name.into(),
-            description: description.into(),
-            parameters: parameters.into(),
-        }
-    }
-}
 
 impl Command {
     /// A command with the sandbox's defaults for everything else.
