@@ -2,18 +2,29 @@
 //! compiled once (or taken from the compile cache) and instantiated per run;
 //! the plugins folder can be rescanned or watched, and the set is swapped
 //! whole so runs keep the versions they started with.
+//!
+//! The host is two parts with one handle on top, named for what they do:
+//! - [`Loader`] (`loader.rs`, with `probe.rs`): the engine, the linkers and
+//!   the compile cache; a component's bytes in, a checked [`LoadedPlugin`]
+//!   out. It keeps no state about which plugins serve.
+//! - [`Catalog`] (`catalog.rs`): the folder's files, who serves each name,
+//!   the current [`PluginSet`] and per-file statuses; rescans and swaps. It
+//!   is given the loader for each scan and never looks inside it.
+//! - [`PluginHost`] (`host.rs`): owns one of each and forwards to them, so
+//!   the daemon and `run --local` hold a single `Arc<PluginHost>`.
 
 pub mod bindings;
 mod cache;
+mod catalog;
 pub mod clock;
 mod compat_v0_1;
 mod convert;
 pub mod engine;
 mod host;
+mod loader;
 mod probe;
 pub mod registry;
 pub mod run_host;
-mod scan;
 pub mod session;
 mod stdio;
 pub mod strategy_host;
@@ -29,10 +40,13 @@ use wasmtime_wasi::WasiCtx;
 
 use bindings::v0_2::strategy::agentd::plugin::logging::Level;
 pub use bindings::Contract;
+pub use catalog::{
+    is_plugin_file_name, Catalog, ChangeKind, FileStatus, PluginChange, PluginStatus,
+};
 pub use engine::EngineLimits;
-pub use host::{PluginHost, MAX_COMPONENT_BYTES};
+pub use host::PluginHost;
+pub use loader::{Loader, MAX_COMPONENT_BYTES};
 pub use registry::{LoadReport, LoadedPlugin, PluginKind, PluginMeta, PluginSet, StrategyDefaults};
-pub use scan::{is_plugin_file_name, ChangeKind, FileStatus, PluginChange, PluginStatus};
 pub use watch::{watch, PluginWatcher, QUIET as WATCH_QUIET};
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -3,7 +3,7 @@
 //! The current set is an `Arc<PluginSet>` held by [`PluginHost`]: a run takes
 //! a snapshot (an `Arc` clone) when it starts and keeps it to its last step,
 //! so replacing a plugin later never changes a run under way. How the set is
-//! built and swapped lives in `host.rs` and `scan.rs`.
+//! built and swapped lives in `loader.rs` and `catalog.rs`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -37,8 +37,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
+use super::catalog::{is_plugin_file_name, PluginChange};
 use super::host::PluginHost;
-use super::scan::{is_plugin_file_name, PluginChange};
 use super::PluginError;
 
 /// How long a file must go without events before it is loaded. Long enough
