@@ -34,9 +34,10 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::cache::hex;
+use super::error::PluginError;
 use super::loader::{read_component, Loader};
-use super::registry::{LoadReport, LoadedPlugin, PluginKind, PluginSet};
-use super::PluginError;
+use super::meta::{PluginKind, PluginMeta};
+use super::registry::{LoadedPlugin, PluginSet};
 
 /// How a plugin file stands after the last scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +106,15 @@ pub struct PluginChange {
     /// or still serving instead of `file` (`failed`, `conflict`).
     pub previous_version: Option<String>,
     pub error: Option<String>,
+}
+
+/// What [`Catalog::load_dir`] found: the plugins now serving from the
+/// folder, and the files that did not load (failed or in conflict), each
+/// with an error that names the file. Both in file name order.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub loaded: Vec<PluginMeta>,
+    pub failed: Vec<(PathBuf, PluginError)>,
 }
 
 type Key = (PluginKind, String);

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use wasmtime::Engine;
 
-use super::catalog::{Catalog, PluginChange, PluginStatus};
+use super::catalog::{Catalog, LoadReport, PluginChange, PluginStatus};
 use super::engine::EngineLimits;
+use super::error::PluginError;
 use super::loader::Loader;
-use super::registry::{LoadReport, PluginSet};
-use super::PluginError;
+use super::registry::PluginSet;
 
 /// The plugin host: a [`Loader`] to compile and check components, a
 /// [`Catalog`] of the plugins folder and the set it serves.

@@ -13,11 +13,13 @@ use wasmtime::Engine;
 
 use super::cache::{sha256, CompileCache, Origin};
 use super::engine::{build_engine, EngineLimits};
+use super::error::PluginError;
 use super::probe;
 use super::registry::LoadedPlugin;
+use super::strategy::link_strategy;
 use super::strategy_host::StrategyState;
+use super::tool::link_tool;
 use super::tool_host::ToolState;
-use super::{world, PluginError};
 
 /// A plugin file larger than this is refused before it is read: no real
 /// component comes near it, and reading it whole would let a stray file in
@@ -42,10 +44,10 @@ impl Loader {
         let link = |e: wasmtime::Error| PluginError::Engine(format!("cannot build linker: {e:#}"));
         let mut strategy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut strategy_linker).map_err(link)?;
-        world::link_strategy(&mut strategy_linker).map_err(link)?;
+        link_strategy(&mut strategy_linker).map_err(link)?;
         let mut tool_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker).map_err(link)?;
-        world::link_tool(&mut tool_linker).map_err(link)?;
+        link_tool(&mut tool_linker).map_err(link)?;
         Ok(Loader {
             engine,
             strategy_linker,

@@ -10,14 +10,19 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
+use super::bindings::types::PluginMetadata;
 use super::bindings::Contract;
 use super::clock::StepClock;
 use super::convert::spec_from_wit;
-use super::registry::{LoadedPlugin, PluginKind, PluginMeta, StrategyPlugin, ToolPlugin};
+use super::error::PluginError;
+use super::meta::{PluginKind, PluginMeta};
+use super::registry::LoadedPlugin;
+use super::store::new_store;
+use super::strategy::{StrategyPlugin, StrategyPre};
 use super::strategy_host::StrategyState;
+use super::tool::{ToolPlugin, ToolPre};
 use super::tool_host::ToolState;
-use super::world::{self, StrategyPre, ToolPre, WorldKind};
-use super::{new_store, PluginError};
+use super::world::{self, WorldKind};
 use crate::sandbox::NoSandbox;
 
 /// A plugin that calls nothing but `metadata` must answer quickly.
@@ -121,7 +126,7 @@ pub(super) async fn check(
 }
 
 fn checked_meta(
-    m: super::bindings::types::PluginMetadata,
+    m: PluginMetadata,
     kind: PluginKind,
     file: PathBuf,
     contract: Contract,
