@@ -286,7 +286,7 @@ async fn a_bad_rewrite_keeps_the_old_version_serving_and_says_why() {
 /// strategy but a working tool: plugins are known by the name in their
 /// metadata, never by their file name, so the file now serves the tool
 /// `echo` and no longer serves `versioned_strategy`
-/// (`src/plugin/scan.rs`: "a name is no longer served: its file is gone or
+/// (`src/plugin/catalog.rs`: "a name is no longer served: its file is gone or
 /// now offers another").
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_written_over_the_strategy_file_serves_that_tool_instead() {

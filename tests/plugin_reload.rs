@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentd::plugin::tool_host::ToolBox;
+use agentd::plugin::tool::ToolBox;
 use agentd::plugin::{
     watch, ChangeKind, EngineLimits, FileStatus, PluginChange, PluginHost, PluginSet, PluginStatus,
 };

@@ -14,9 +14,9 @@ use super::outcome::{AgentState, Outcome, RunRecord};
 use super::settings::{resolve, RunSettings};
 use crate::config::AgentConfig;
 use crate::llm::LlmClient;
-use crate::plugin::registry::{StrategyPlugin, ToolPlugin};
 use crate::plugin::session::{StepEnd, StrategySession};
 use crate::plugin::PluginHost;
+use crate::plugin::{StrategyPlugin, ToolPlugin};
 use crate::sandbox::{Sandbox, SandboxProvider};
 
 /// What every run of every agent shares.

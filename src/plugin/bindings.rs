@@ -1,8 +1,9 @@
 //! Host bindings for every released version of the contract in `wit/`
 //! (one folder per version, `wit/since_vX.Y.Z`). The host serves each
 //! version a component may have been built against: `v0_2` is the current
-//! one, which the host's own code speaks; `v0_1` is adapted to it in
-//! `compat_v0_1.rs`. In each version the tool world reuses the strategy
+//! one, which the host's own code speaks; `v0_1` is adapted to it (types
+//! converted in `compat_v0_1.rs`, imports served beside the current ones in
+//! `strategy_host.rs` and `tool_host.rs`). In each version the tool world reuses the strategy
 //! world's `types` and `logging`, so both worlds share one set of Rust types.
 
 /// `agentd:plugin@0.2.0`, the current contract.

@@ -4,12 +4,16 @@
 //! only one implementation exists. The types of the two versions are
 //! structurally identical except where 0.2.0 added something (a chat
 //! response's finish reason), which 0.1.0 simply does not see.
+//!
+//! This file holds only the conversions. The 0.1.0 imports themselves are
+//! implemented beside the current ones (`strategy_host.rs`, `tool_host.rs`),
+//! and the 0.1.0 exports are called beside theirs (`strategy.rs`,
+//! `tool.rs`), so the conversions sit below both and depend on neither.
 
 use super::bindings::{v0_1, v0_2};
-use super::strategy_host::StrategyState;
-use super::tool_host::ToolState;
 
-mod old {
+/// The 0.1.0 types, by their names.
+pub(super) mod old {
     pub use crate::plugin::bindings::v0_1::strategy::agentd::plugin::agent::{
         AgentConfig, ChatError, ChatRequest, ChatResponse, ToolChoice,
     };
@@ -22,7 +26,8 @@ mod old {
     };
 }
 
-mod new {
+/// The current (0.2.0) types, by their names.
+pub(super) mod new {
     pub use crate::plugin::bindings::v0_2::strategy::agentd::plugin::agent::{
         AgentConfig, ChatError, ChatRequest, ChatResponse,
     };
@@ -36,7 +41,7 @@ mod new {
 }
 
 /// A structural conversion between two versions' generated types.
-trait Conv<T> {
+pub(super) trait Conv<T> {
     fn conv(self) -> T;
 }
 
@@ -202,127 +207,4 @@ pub(super) fn spec(s: old::ToolSpec) -> new::ToolSpec {
 
 pub(super) fn error(e: old::Error) -> new::Error {
     e.conv()
-}
-
-use v0_1::strategy::agentd::plugin::{agent as old_agent, logging as old_logging};
-use v0_1::tool::agentd::plugin::sandbox as old_sandbox;
-use v0_2::strategy::agentd::plugin::{agent as new_agent, logging as new_logging};
-use v0_2::tool::agentd::plugin::sandbox as new_sandbox;
-
-impl v0_1::strategy::agentd::plugin::types::Host for StrategyState {}
-
-impl old_logging::Host for StrategyState {
-    async fn log(&mut self, level: old::Level, message: String) -> wasmtime::Result<()> {
-        <Self as new_logging::Host>::log(self, level.conv(), message).await
-    }
-}
-
-impl old_agent::Host for StrategyState {
-    async fn config(&mut self) -> wasmtime::Result<old::AgentConfig> {
-        Ok(<Self as new_agent::Host>::config(self).await?.conv())
-    }
-
-    async fn memory(&mut self) -> wasmtime::Result<Vec<old::Message>> {
-        Ok(<Self as new_agent::Host>::memory(self).await?.conv())
-    }
-
-    async fn add_message(
-        &mut self,
-        message: old::Message,
-    ) -> wasmtime::Result<Result<(), old::Error>> {
-        Ok(<Self as new_agent::Host>::add_message(self, message.conv())
-            .await?
-            .conv())
-    }
-
-    async fn chat(
-        &mut self,
-        request: old::ChatRequest,
-    ) -> wasmtime::Result<Result<old::ChatResponse, old::ChatError>> {
-        Ok(<Self as new_agent::Host>::chat(self, request.conv())
-            .await?
-            .conv())
-    }
-
-    async fn tools(&mut self) -> wasmtime::Result<Vec<old::ToolSpec>> {
-        Ok(<Self as new_agent::Host>::tools(self).await?.conv())
-    }
-
-    async fn invoke_tool(
-        &mut self,
-        call: old::ToolCall,
-    ) -> wasmtime::Result<Result<String, old::Error>> {
-        Ok(<Self as new_agent::Host>::invoke_tool(self, call.conv())
-            .await?
-            .conv())
-    }
-
-    async fn finish(&mut self) -> wasmtime::Result<()> {
-        <Self as new_agent::Host>::finish(self).await
-    }
-}
-
-impl v0_1::strategy::agentd::plugin::types::Host for ToolState {}
-
-impl old_logging::Host for ToolState {
-    async fn log(&mut self, level: old::Level, message: String) -> wasmtime::Result<()> {
-        <Self as new_logging::Host>::log(self, level.conv(), message).await
-    }
-}
-
-impl old_sandbox::Host for ToolState {
-    async fn run(
-        &mut self,
-        command: old::Command,
-    ) -> wasmtime::Result<Result<old::CommandOutput, old::Error>> {
-        Ok(<Self as new_sandbox::Host>::run(self, command.conv())
-            .await?
-            .conv())
-    }
-
-    async fn shell(
-        &mut self,
-        command: String,
-        timeout_secs: Option<u32>,
-    ) -> wasmtime::Result<Result<old::CommandOutput, old::Error>> {
-        Ok(
-            <Self as new_sandbox::Host>::shell(self, command, timeout_secs)
-                .await?
-                .conv(),
-        )
-    }
-
-    async fn restart_shell(&mut self) -> wasmtime::Result<Result<(), old::Error>> {
-        Ok(<Self as new_sandbox::Host>::restart_shell(self)
-            .await?
-            .conv())
-    }
-
-    async fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, old::Error>> {
-        // Moved, not converted byte by byte.
-        Ok(<Self as new_sandbox::Host>::read_file(self, path)
-            .await?
-            .map_err(Conv::conv))
-    }
-
-    async fn write_file(
-        &mut self,
-        path: String,
-        contents: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), old::Error>> {
-        Ok(
-            <Self as new_sandbox::Host>::write_file(self, path, contents)
-                .await?
-                .conv(),
-        )
-    }
-
-    async fn list_dir(
-        &mut self,
-        path: String,
-    ) -> wasmtime::Result<Result<Vec<old::DirEntry>, old::Error>> {
-        Ok(<Self as new_sandbox::Host>::list_dir(self, path)
-            .await?
-            .conv())
-    }
 }

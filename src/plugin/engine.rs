@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::PluginError;
+use super::error::PluginError;
 
 /// How often the epoch advances. A guest notices a deadline or a cancel
 /// within one tick.

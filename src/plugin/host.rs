@@ -1,180 +1,91 @@
-//! The plugin host: the engine, one linker per world, the current plugin set
-//! and the compile cache. Turning bytes into a checked plugin lives here;
-//! deciding which files to (re)load and swapping the set lives in `scan.rs`.
+//! `PluginHost`, the handle the daemon, `run --local`, the tests and the
+//! benches hold (as `Arc<PluginHost>`). It owns one [`Loader`] and one
+//! [`Catalog`] and only forwards to them: the logic lives in those two, and
+//! the catalog is handed the loader on each scan, so neither reaches into
+//! the other and callers still need one handle.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use tracing::{info, warn};
-use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
-use super::cache::{sha256, CompileCache, Origin};
-use super::engine::{build_engine, EngineLimits};
-use super::registry::{LoadedPlugin, PluginSet};
-use super::scan::{PluginStatus, ScanState};
-use super::strategy_host::StrategyState;
-use super::tool_host::ToolState;
-use super::{world, PluginError};
+use super::catalog::{Catalog, LoadReport, PluginChange, PluginStatus};
+use super::engine::EngineLimits;
+use super::error::PluginError;
+use super::loader::Loader;
+use super::registry::PluginSet;
 
-/// A plugin file larger than this is refused before it is read: no real
-/// component comes near it, and reading it whole would let a stray file in
-/// the folder exhaust memory.
-pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
-
+/// The plugin host: a [`Loader`] to compile and check components, a
+/// [`Catalog`] of the plugins folder and the set it serves.
 pub struct PluginHost {
-    pub(super) engine: Engine,
-    pub(super) strategy_linker: Linker<StrategyState>,
-    pub(super) tool_linker: Linker<ToolState>,
-    /// Swapped whole, never edited: runs hold the `Arc` they took.
-    pub(super) current: RwLock<Arc<PluginSet>>,
-    pub(super) cache: Option<Arc<CompileCache>>,
-    /// One rescan at a time (the watcher and an API request may both ask);
-    /// an async lock because a rescan awaits compilation while holding it.
-    pub(super) scan: tokio::sync::Mutex<ScanState>,
-    /// Published with the set, so `statuses()` never waits for a rescan.
-    pub(super) statuses: RwLock<Arc<Vec<PluginStatus>>>,
+    loader: Loader,
+    catalog: Catalog,
 }
 
 impl PluginHost {
+    /// See [`Loader::new`]; the catalog starts empty.
     pub fn new(limits: EngineLimits) -> Result<Self, PluginError> {
-        let engine = build_engine(limits)?;
-        let link = |e: wasmtime::Error| PluginError::Engine(format!("cannot build linker: {e:#}"));
-        let mut strategy_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut strategy_linker).map_err(link)?;
-        world::link_strategy(&mut strategy_linker).map_err(link)?;
-        let mut tool_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker).map_err(link)?;
-        world::link_tool(&mut tool_linker).map_err(link)?;
         Ok(PluginHost {
-            engine,
-            strategy_linker,
-            tool_linker,
-            current: RwLock::new(Arc::new(PluginSet::default())),
-            cache: None,
-            scan: tokio::sync::Mutex::new(ScanState::default()),
-            statuses: RwLock::new(Arc::new(Vec::new())),
+            loader: Loader::new(limits)?,
+            catalog: Catalog::new(),
         })
     }
 
-    /// Keeps compiled plugins in `dir` (the daemon uses `<state_dir>/cache`).
-    /// A cache that cannot be used safely (not creatable, owned by another
-    /// user) is logged and left off: plugins still load, only slower, which
-    /// beats refusing to start over an optimisation. `cache_dir()` tells
-    /// whether it is on.
-    pub fn with_cache_dir(mut self, dir: PathBuf) -> Self {
-        match CompileCache::open(dir.clone(), &self.engine) {
-            Ok(cache) => self.cache = Some(Arc::new(cache)),
-            Err(e) => {
-                warn!(dir = %dir.display(), error = %e, "compile cache disabled");
-                self.cache = None;
-            }
+    /// See [`Loader::with_cache_dir`].
+    pub fn with_cache_dir(self, dir: PathBuf) -> Self {
+        PluginHost {
+            loader: self.loader.with_cache_dir(dir),
+            catalog: self.catalog,
         }
-        self
     }
 
-    /// The cache folder in use, if the cache is on.
+    /// See [`Loader::cache_dir`].
     pub fn cache_dir(&self) -> Option<&Path> {
-        self.cache.as_deref().map(CompileCache::dir)
+        self.loader.cache_dir()
     }
 
-    /// Plugins loaded from the compile cache since this host was made.
+    /// See [`Loader::cache_hits`].
     pub fn cache_hits(&self) -> u64 {
-        self.cache.as_ref().map_or(0, |c| c.hits())
+        self.loader.cache_hits()
     }
 
-    /// Plugins compiled because the cache had no sound entry for them
-    /// (absent, corrupt, or from another engine). 0 when the cache is off.
+    /// See [`Loader::cache_misses`].
     pub fn cache_misses(&self) -> u64 {
-        self.cache.as_ref().map_or(0, |c| c.misses())
+        self.loader.cache_misses()
     }
 
+    /// See [`Loader::engine`].
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.loader.engine()
     }
 
-    /// The set a run should use from start to finish.
+    /// See [`Catalog::snapshot`].
     pub fn snapshot(&self) -> Arc<PluginSet> {
-        self.current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.catalog.snapshot()
     }
 
-    /// Compiles (or takes from the cache), type-checks and probes one
-    /// component. It does not change the current set.
-    pub async fn load_file(&self, path: &Path) -> Result<LoadedPlugin, PluginError> {
-        let (bytes, sha) = read_component(path).await.map_err(|e| PluginError::Io {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        self.load_bytes(path, bytes, sha).await
+    /// See [`Catalog::statuses`].
+    pub fn statuses(&self) -> Vec<PluginStatus> {
+        self.catalog.statuses()
     }
 
-    /// Compilation takes tens of milliseconds of CPU per plugin (more in
-    /// debug builds), so it runs on the blocking pool, never on a runtime
-    /// worker that other runs need.
-    pub(super) async fn load_bytes(
-        &self,
-        path: &Path,
-        bytes: Vec<u8>,
-        sha: [u8; 32],
-    ) -> Result<LoadedPlugin, PluginError> {
-        let engine = self.engine.clone();
-        let cache = self.cache.clone();
-        let file = path.to_path_buf();
-        let (component, origin) = tokio::task::spawn_blocking(move || match cache {
-            Some(cache) => cache.component(&engine, &bytes, &sha, &file),
-            None => Component::new(&engine, &bytes).map(|c| (c, Origin::Compiled)),
-        })
-        .await
-        .map_err(|e| PluginError::Invalid {
-            path: path.to_path_buf(),
-            message: format!("compilation panicked: {e}"),
-        })?
-        .map_err(|e| PluginError::Invalid {
-            path: path.to_path_buf(),
-            message: format!("not a valid WebAssembly component: {e:#}"),
-        })?;
-        let plugin = self.instantiate_checked(path, component).await?;
-        let meta = plugin.meta();
-        info!(
-            name = %meta.name,
-            version = %meta.version,
-            kind = ?meta.kind,
-            file = %path.display(),
-            "plugin {} {} loaded ({})",
-            meta.name,
-            meta.version,
-            origin.as_str()
-        );
-        Ok(plugin)
+    /// See [`Catalog::load_dir`].
+    pub async fn load_dir(&self, dir: &Path) -> Result<LoadReport, PluginError> {
+        self.catalog.load_dir(&self.loader, dir).await
     }
-}
 
-/// Reads and hashes a plugin file on the blocking pool: files can be tens of
-/// megabytes (an interpreter compiled to wasm) and hashing them is CPU work.
-pub(super) async fn read_component(path: &Path) -> std::io::Result<(Vec<u8>, [u8; 32])> {
-    let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let file = std::fs::File::open(&path)?;
-        let len = file.metadata()?.len();
-        if len > MAX_COMPONENT_BYTES {
-            return Err(std::io::Error::other(format!(
-                "{len} bytes is larger than the {MAX_COMPONENT_BYTES} bytes a plugin may be"
-            )));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > MAX_COMPONENT_BYTES {
-            return Err(std::io::Error::other(format!(
-                "larger than the {MAX_COMPONENT_BYTES} bytes a plugin may be"
-            )));
-        }
-        let sha = sha256(&bytes);
-        Ok((bytes, sha))
-    })
-    .await
-    .map_err(std::io::Error::other)?
+    /// See [`Catalog::rescan`].
+    pub async fn rescan(&self, dir: &Path) -> Vec<PluginChange> {
+        self.catalog.rescan(&self.loader, dir).await
+    }
+
+    /// See [`Catalog::try_rescan`].
+    pub async fn try_rescan(&self, dir: &Path) -> Result<Vec<PluginChange>, PluginError> {
+        self.catalog.try_rescan(&self.loader, dir).await
+    }
+
+    /// See [`Catalog::rescan_files`].
+    pub async fn rescan_files(&self, dir: &Path, files: &[PathBuf]) -> Vec<PluginChange> {
+        self.catalog.rescan_files(&self.loader, dir, files).await
+    }
 }

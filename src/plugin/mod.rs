@@ -2,82 +2,69 @@
 //! compiled once (or taken from the compile cache) and instantiated per run;
 //! the plugins folder can be rescanned or watched, and the set is swapped
 //! whole so runs keep the versions they started with.
+//!
+//! The host is two parts with one handle on top, named for what they do (a
+//! loader loads one component; a catalog lists what the folder offers and
+//! which of it is current):
+//! - [`Loader`] (`loader.rs`, with `probe.rs`): the engine, the linkers and
+//!   the compile cache; a component's bytes in, a checked [`LoadedPlugin`]
+//!   out. It keeps no state about which plugins serve.
+//! - [`Catalog`] (`catalog.rs`): the folder's files, who serves each name,
+//!   the current [`PluginSet`] and per-file statuses; rescans and swaps. It
+//!   is given the loader for each scan and never looks inside it.
+//! - [`PluginHost`] (`host.rs`): owns one of each and forwards to them, so
+//!   the daemon and `run --local` hold a single `Arc<PluginHost>`.
+//!
+//! Every file here uses only files below it, so each can be read (and
+//! changed) knowing only what is beneath. From the bottom:
+//! 1. `error`, `bindings`, `clock`, `stdio`, `cache`, `run_host` (what the
+//!    strategy world needs from a run);
+//! 2. over the bindings: `convert` and `compat_v0_1` (type conversions),
+//!    `meta` (what a plugin says about itself), `store` (what every store
+//!    starts with), `world` (which world a component exports), `engine`;
+//! 3. the two worlds: `tool_host` (a tool's imports) → `tool` (`ToolPlugin`,
+//!    its `ToolPre` in any contract version, a run's `ToolBox`) →
+//!    `strategy_host` (a strategy's imports, which invoke the run's tools) →
+//!    `strategy` (`StrategyPlugin`, its `StrategyPre`);
+//! 4. `registry` (`LoadedPlugin`, `PluginSet`) and `session` (one run's
+//!    strategy instance);
+//! 5. `probe` → `loader` → `catalog` → `host` → `watch`; this file only
+//!    declares the modules and names the public API.
 
 pub mod bindings;
 mod cache;
+mod catalog;
 pub mod clock;
 mod compat_v0_1;
 mod convert;
 pub mod engine;
+mod error;
 mod host;
+mod loader;
+mod meta;
 mod probe;
 pub mod registry;
 pub mod run_host;
-mod scan;
 pub mod session;
 mod stdio;
+mod store;
+pub mod strategy;
 pub mod strategy_host;
+pub mod tool;
 pub mod tool_host;
 pub mod watch;
 pub mod world;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
-use wasmtime::{Engine, Store};
-use wasmtime_wasi::WasiCtx;
-
-use bindings::v0_2::strategy::agentd::plugin::logging::Level;
 pub use bindings::Contract;
+pub use catalog::{
+    is_plugin_file_name, Catalog, ChangeKind, FileStatus, LoadReport, PluginChange, PluginStatus,
+};
 pub use engine::EngineLimits;
-pub use host::{PluginHost, MAX_COMPONENT_BYTES};
-pub use registry::{LoadReport, LoadedPlugin, PluginKind, PluginMeta, PluginSet, StrategyDefaults};
-pub use scan::{is_plugin_file_name, ChangeKind, FileStatus, PluginChange, PluginStatus};
+pub use error::PluginError;
+pub use host::PluginHost;
+pub use loader::{Loader, MAX_COMPONENT_BYTES};
+pub use meta::{PluginKind, PluginMeta, StrategyDefaults};
+pub use registry::{LoadedPlugin, PluginSet};
+pub use strategy::StrategyPlugin;
+pub use tool::ToolPlugin;
 pub use watch::{watch, PluginWatcher, QUIET as WATCH_QUIET};
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum PluginError {
-    #[error("plugin engine: {0}")]
-    Engine(String),
-    #[error("{}: {message}", path.display())]
-    Io { path: PathBuf, message: String },
-    #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
-    #[error("{}: two plugins are named `{name}`; the one from {} is kept", path.display(), earlier.display())]
-    Conflict {
-        path: PathBuf,
-        name: String,
-        earlier: PathBuf,
-    },
-    #[error("{}: {message}", path.display())]
-    Watch { path: PathBuf, message: String },
-}
-
-/// WASI for a plugin: no preopened directories, no environment, no
-/// arguments, no network (the builder grants none of them unless asked);
-/// stdout and stderr go to the log under the plugin's name.
-fn sandboxed_wasi(plugin: &Arc<str>) -> WasiCtx {
-    WasiCtx::builder()
-        .stdout(stdio::LogStream::new(plugin.clone(), "stdout"))
-        .stderr(stdio::LogStream::new(plugin.clone(), "stderr"))
-        .build()
-}
-
-/// Every store yields to the async runtime at each epoch tick, so a deadline
-/// or a cancel can stop a guest that never returns.
-pub(crate) fn new_store<T: 'static>(engine: &Engine, data: T) -> Store<T> {
-    let mut store = Store::new(engine, data);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_async_yield_and_update(1);
-    store
-}
-
-fn plugin_log(plugin: &str, level: Level, message: &str) {
-    match level {
-        Level::Trace => tracing::trace!(target: "agentd::guest", plugin, "{message}"),
-        Level::Debug => tracing::debug!(target: "agentd::guest", plugin, "{message}"),
-        Level::Info => tracing::info!(target: "agentd::guest", plugin, "{message}"),
-        Level::Warn => tracing::warn!(target: "agentd::guest", plugin, "{message}"),
-        Level::Error => tracing::error!(target: "agentd::guest", plugin, "{message}"),
-    }
-}

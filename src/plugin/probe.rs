@@ -7,121 +7,126 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::Component;
+use wasmtime::component::{Component, Linker};
+use wasmtime::Engine;
 
+use super::bindings::types::PluginMetadata;
 use super::bindings::Contract;
 use super::clock::StepClock;
 use super::convert::spec_from_wit;
-use super::host::PluginHost;
-use super::registry::{LoadedPlugin, PluginKind, PluginMeta, StrategyPlugin, ToolPlugin};
+use super::error::PluginError;
+use super::meta::{PluginKind, PluginMeta};
+use super::registry::LoadedPlugin;
+use super::store::new_store;
+use super::strategy::{StrategyPlugin, StrategyPre};
 use super::strategy_host::StrategyState;
+use super::tool::{ToolPlugin, ToolPre};
 use super::tool_host::ToolState;
-use super::world::{self, StrategyPre, ToolPre, WorldKind};
-use super::{new_store, PluginError};
+use super::world::{self, WorldKind};
 use crate::sandbox::NoSandbox;
 
 /// A plugin that calls nothing but `metadata` must answer quickly.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl PluginHost {
-    /// Type-checks `component` against the world it exports and probes its
-    /// metadata in a throwaway store.
-    pub(super) async fn instantiate_checked(
-        &self,
-        path: &Path,
-        component: Component,
-    ) -> Result<LoadedPlugin, PluginError> {
-        let invalid = |message: String| PluginError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        };
-        let exports: Vec<String> = component
-            .component_type()
-            .exports(&self.engine)
-            .map(|(name, _)| name.to_string())
-            .collect();
-        let file = path.to_path_buf();
-        let Some((kind, contract)) = world::detect(&exports) else {
-            if let Some(message) = world::unknown_version(&exports) {
-                return Err(invalid(message));
+/// Type-checks `component` against the world it exports, links it with
+/// that world's linker, and probes its metadata in a throwaway store of
+/// `engine`. Free-standing (the loader passes what it owns) so that probing
+/// depends on the worlds, never on the loader.
+pub(super) async fn check(
+    engine: &Engine,
+    strategy_linker: &Linker<StrategyState>,
+    tool_linker: &Linker<ToolState>,
+    path: &Path,
+    component: Component,
+) -> Result<LoadedPlugin, PluginError> {
+    let invalid = |message: String| PluginError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let file = path.to_path_buf();
+    let Some((kind, contract)) = world::detect(&exports) else {
+        if let Some(message) = world::unknown_version(&exports) {
+            return Err(invalid(message));
+        }
+        return Err(invalid(format!(
+            "exports neither the strategy nor the tool world of any contract version this host knows ({}); it exports: {}",
+            world::known_exports(),
+            if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.join(", ")
             }
-            return Err(invalid(format!(
-                "exports neither the strategy nor the tool world of any contract version this host knows ({}); it exports: {}",
-                world::known_exports(),
-                if exports.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    exports.join(", ")
-                }
-            )));
-        };
-        match kind {
-            WorldKind::Strategy => {
-                let pre =
-                    StrategyPre::new(&self.strategy_linker, &component, contract).map_err(|e| {
-                        invalid(format!(
-                            "does not fit the `strategy` world of agentd:plugin@{contract}: {e:#}"
-                        ))
-                    })?;
-                let mut store = new_store(&self.engine, StrategyState::probe("(loading)".into()));
-                let probe = async {
-                    let inst = pre.instantiate(&mut store).await?;
-                    let meta = inst.metadata(&mut store).await?;
-                    let defaults = inst.defaults(&mut store).await?;
-                    Ok::<_, wasmtime::Error>((meta, defaults))
-                };
-                let (meta, defaults) = within_probe_timeout(probe).await.map_err(invalid)?;
-                let meta =
-                    checked_meta(meta, PluginKind::Strategy, file, contract).map_err(invalid)?;
-                Ok(LoadedPlugin::Strategy(Arc::new(StrategyPlugin {
-                    meta,
-                    defaults,
-                    pre,
-                })))
+        )));
+    };
+    match kind {
+        WorldKind::Strategy => {
+            let pre = StrategyPre::new(strategy_linker, &component, contract).map_err(|e| {
+                invalid(format!(
+                    "does not fit the `strategy` world of agentd:plugin@{contract}: {e:#}"
+                ))
+            })?;
+            let mut store = new_store(engine, StrategyState::probe("(loading)".into()));
+            let probe = async {
+                let inst = pre.instantiate(&mut store).await?;
+                let meta = inst.metadata(&mut store).await?;
+                let defaults = inst.defaults(&mut store).await?;
+                Ok::<_, wasmtime::Error>((meta, defaults))
+            };
+            let (meta, defaults) = within_probe_timeout(probe).await.map_err(invalid)?;
+            let meta = checked_meta(meta, PluginKind::Strategy, file, contract).map_err(invalid)?;
+            Ok(LoadedPlugin::Strategy(Arc::new(StrategyPlugin {
+                meta,
+                defaults,
+                pre,
+            })))
+        }
+        WorldKind::Tool => {
+            let pre = ToolPre::new(tool_linker, &component, contract).map_err(|e| {
+                invalid(format!(
+                    "does not fit the `tool` world of agentd:plugin@{contract}: {e:#}"
+                ))
+            })?;
+            let sandbox = crate::sandbox::SandboxProvider::for_run(
+                &NoSandbox::new("load-time probe"),
+                "probe",
+            );
+            let mut store = new_store(
+                engine,
+                ToolState::new("(loading)".into(), sandbox, StepClock::new()),
+            );
+            let probe = async {
+                let inst = pre.instantiate(&mut store).await?;
+                let meta = inst.metadata(&mut store).await?;
+                let spec = inst.spec(&mut store).await?;
+                Ok::<_, wasmtime::Error>((meta, spec))
+            };
+            let (meta, spec) = within_probe_timeout(probe).await.map_err(invalid)?;
+            let meta = checked_meta(meta, PluginKind::Tool, file, contract).map_err(invalid)?;
+            let spec = spec_from_wit(spec);
+            if spec.name != meta.name {
+                return Err(invalid(format!(
+                    "spec().name `{}` differs from metadata().name `{}`",
+                    spec.name, meta.name
+                )));
             }
-            WorldKind::Tool => {
-                let pre = ToolPre::new(&self.tool_linker, &component, contract).map_err(|e| {
-                    invalid(format!(
-                        "does not fit the `tool` world of agentd:plugin@{contract}: {e:#}"
-                    ))
-                })?;
-                let sandbox = crate::sandbox::SandboxProvider::for_run(
-                    &NoSandbox::new("load-time probe"),
-                    "probe",
-                );
-                let mut store = new_store(
-                    &self.engine,
-                    ToolState::new("(loading)".into(), sandbox, StepClock::new()),
-                );
-                let probe = async {
-                    let inst = pre.instantiate(&mut store).await?;
-                    let meta = inst.metadata(&mut store).await?;
-                    let spec = inst.spec(&mut store).await?;
-                    Ok::<_, wasmtime::Error>((meta, spec))
-                };
-                let (meta, spec) = within_probe_timeout(probe).await.map_err(invalid)?;
-                let meta = checked_meta(meta, PluginKind::Tool, file, contract).map_err(invalid)?;
-                let spec = spec_from_wit(spec);
-                if spec.name != meta.name {
-                    return Err(invalid(format!(
-                        "spec().name `{}` differs from metadata().name `{}`",
-                        spec.name, meta.name
-                    )));
-                }
-                if serde_json::from_str::<serde_json::Value>(&spec.parameters).is_err() {
-                    return Err(invalid(format!(
-                        "spec().parameters of `{}` is not valid JSON",
-                        spec.name
-                    )));
-                }
-                Ok(LoadedPlugin::Tool(Arc::new(ToolPlugin { meta, spec, pre })))
+            if serde_json::from_str::<serde_json::Value>(&spec.parameters).is_err() {
+                return Err(invalid(format!(
+                    "spec().parameters of `{}` is not valid JSON",
+                    spec.name
+                )));
             }
+            Ok(LoadedPlugin::Tool(Arc::new(ToolPlugin { meta, spec, pre })))
         }
     }
 }
 
 fn checked_meta(
-    m: super::bindings::types::PluginMetadata,
+    m: PluginMetadata,
     kind: PluginKind,
     file: PathBuf,
     contract: Contract,

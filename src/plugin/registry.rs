@@ -1,73 +1,17 @@
 //! The loaded plugins and the immutable set a run uses.
 //!
-//! The current set is an `Arc<PluginSet>` held by [`PluginHost`]: a run takes
-//! a snapshot (an `Arc` clone) when it starts and keeps it to its last step,
-//! so replacing a plugin later never changes a run under way. How the set is
-//! built and swapped lives in `host.rs` and `scan.rs`.
+//! The current set is an `Arc<PluginSet>` held by the
+//! [`Catalog`](super::catalog::Catalog): a run takes a snapshot (an `Arc`
+//! clone) when it starts and keeps it to its last step, so replacing a
+//! plugin later never changes a run under way. How a plugin is built lives
+//! in `loader.rs`, how the set is swapped in `catalog.rs`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::bindings::Contract;
-use super::world::{StrategyPre, ToolPre};
-use super::PluginError;
-use crate::llm::{ToolChoice, ToolSpec};
-
-/// Kept here as well as in `plugin` so that `plugin::registry::PluginHost`
-/// still names it for code written before the host moved to its own file.
-pub use super::host::PluginHost;
-
-/// Strategies and tools have separate namespaces (an agent names one
-/// strategy and a list of tools), so a plugin is identified by kind and name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PluginKind {
-    Strategy,
-    Tool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginMeta {
-    pub name: String,
-    pub version: String,
-    pub description: String,
-    pub kind: PluginKind,
-    pub file: PathBuf,
-    /// The contract version the component was built against.
-    #[serde(serialize_with = "contract_str")]
-    pub contract: Contract,
-}
-
-fn contract_str<S: serde::Serializer>(c: &Contract, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(c.as_str())
-}
-
-/// What a strategy asks for when an agent's configuration is silent (the
-/// strategy world's `defaults()`, read once at load time). `None` defers to
-/// the daemon's default.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StrategyDefaults {
-    pub system_prompt: Option<String>,
-    pub next_step_prompt: Option<String>,
-    pub max_steps: Option<u32>,
-    pub tool_choice: Option<ToolChoice>,
-    pub special_tools: Option<Vec<String>>,
-}
-
-pub struct StrategyPlugin {
-    pub meta: PluginMeta,
-    pub defaults: StrategyDefaults,
-    pub pre: StrategyPre,
-}
-
-pub struct ToolPlugin {
-    pub meta: PluginMeta,
-    pub spec: ToolSpec,
-    pub pre: ToolPre,
-}
+use super::meta::{PluginKind, PluginMeta};
+use super::strategy::StrategyPlugin;
+use super::tool::ToolPlugin;
 
 /// Cloning is cheap (an `Arc`), and identity (`same_as`) tells whether a
 /// rescan swapped the plugin or kept the very one already serving.
@@ -134,13 +78,4 @@ impl PluginSet {
             }
         }
     }
-}
-
-/// What [`PluginHost::load_dir`] found: the plugins now serving from the
-/// folder, and the files that did not load (failed or in conflict), each
-/// with an error that names the file. Both in file name order.
-#[derive(Debug, Default)]
-pub struct LoadReport {
-    pub loaded: Vec<PluginMeta>,
-    pub failed: Vec<(PathBuf, PluginError)>,
 }

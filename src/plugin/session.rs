@@ -11,12 +11,11 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
 use super::clock::StepClock;
-use super::new_store;
-use super::registry::{StrategyPlugin, ToolPlugin};
 use super::run_host::RunHost;
+use super::store::new_store;
+use super::strategy::{StrategyInstance, StrategyPlugin};
 use super::strategy_host::StrategyState;
-use super::tool_host::ToolBox;
-use super::world::StrategyInstance;
+use super::tool::{ToolBox, ToolPlugin};
 use crate::sandbox::Sandbox;
 
 /// How one `step()` ended.

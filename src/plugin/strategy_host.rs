@@ -1,7 +1,8 @@
 //! The host side of the `strategy` world: the imports a strategy uses to see
 //! its agent, talk to the LLM and call tools, all served by the run through
 //! [`RunHost`]. Waits on the LLM and on tools' sandboxes pause the step
-//! clock here, where they happen.
+//! clock here, where they happen. Every contract version's imports are
+//! served here: 0.1.0's by converting to the current ones.
 
 use std::sync::Arc;
 
@@ -9,12 +10,16 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::types::{self as wit, ErrorCode};
+use super::bindings::v0_1::strategy::agentd::plugin::{
+    agent as old_agent, logging as old_logging, types as old_types,
+};
 use super::bindings::v0_2::strategy::agentd::plugin::{agent, logging};
 use super::clock::StepClock;
+use super::compat_v0_1::{old, Conv};
 use super::convert::*;
 use super::run_host::{ChatFailure, ProbeHost, RunHost};
-use super::tool_host::ToolBox;
-use super::{plugin_log, sandboxed_wasi};
+use super::store::{plugin_log, sandboxed_wasi};
+use super::tool::ToolBox;
 
 pub struct StrategyState {
     wasi: WasiCtx,
@@ -172,5 +177,61 @@ impl agent::Host for StrategyState {
     async fn finish(&mut self) -> wasmtime::Result<()> {
         self.host.finish();
         Ok(())
+    }
+}
+
+// The 0.1.0 imports: each converts its arguments, calls the current import
+// above, and converts the answer back (see `compat_v0_1.rs`).
+
+impl old_types::Host for StrategyState {}
+
+impl old_logging::Host for StrategyState {
+    async fn log(&mut self, level: old::Level, message: String) -> wasmtime::Result<()> {
+        <Self as logging::Host>::log(self, level.conv(), message).await
+    }
+}
+
+impl old_agent::Host for StrategyState {
+    async fn config(&mut self) -> wasmtime::Result<old::AgentConfig> {
+        Ok(<Self as agent::Host>::config(self).await?.conv())
+    }
+
+    async fn memory(&mut self) -> wasmtime::Result<Vec<old::Message>> {
+        Ok(<Self as agent::Host>::memory(self).await?.conv())
+    }
+
+    async fn add_message(
+        &mut self,
+        message: old::Message,
+    ) -> wasmtime::Result<Result<(), old::Error>> {
+        Ok(<Self as agent::Host>::add_message(self, message.conv())
+            .await?
+            .conv())
+    }
+
+    async fn chat(
+        &mut self,
+        request: old::ChatRequest,
+    ) -> wasmtime::Result<Result<old::ChatResponse, old::ChatError>> {
+        Ok(<Self as agent::Host>::chat(self, request.conv())
+            .await?
+            .conv())
+    }
+
+    async fn tools(&mut self) -> wasmtime::Result<Vec<old::ToolSpec>> {
+        Ok(<Self as agent::Host>::tools(self).await?.conv())
+    }
+
+    async fn invoke_tool(
+        &mut self,
+        call: old::ToolCall,
+    ) -> wasmtime::Result<Result<String, old::Error>> {
+        Ok(<Self as agent::Host>::invoke_tool(self, call.conv())
+            .await?
+            .conv())
+    }
+
+    async fn finish(&mut self) -> wasmtime::Result<()> {
+        <Self as agent::Host>::finish(self).await
     }
 }

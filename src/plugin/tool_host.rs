@@ -1,22 +1,24 @@
-//! The host side of the `tool` world: one store per tool per run, created on
-//! the tool's first call, with the run's sandbox behind the `sandbox` import.
+//! The host side of the `tool` world: the state of one tool's store (one
+//! per tool per run, created on the tool's first call by the run's
+//! [`ToolBox`](super::tool::ToolBox)), with the run's sandbox behind the
+//! `sandbox` import. Every contract version's imports are served here:
+//! 0.1.0's by converting to the current ones.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
-use wasmtime::Store;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::types::{self as wit, ErrorCode};
+use super::bindings::types as wit;
+use super::bindings::v0_1::strategy::agentd::plugin::{logging as old_logging, types as old_types};
+use super::bindings::v0_1::tool::agentd::plugin::sandbox as old_sandbox;
 use super::bindings::v0_2::strategy::agentd::plugin::logging;
 use super::bindings::v0_2::tool::agentd::plugin::sandbox as wit_sandbox;
 use super::clock::{Paused, StepClock};
-use super::convert::{error, sandbox_error};
-use super::registry::ToolPlugin;
-use super::world::ToolInstance;
-use super::{new_store, plugin_log, sandboxed_wasi};
+use super::compat_v0_1::{old, Conv};
+use super::convert::sandbox_error;
+use super::store::{plugin_log, sandboxed_wasi};
 use crate::sandbox::{CommandSpec, Sandbox};
 
 pub struct ToolState {
@@ -157,100 +159,70 @@ impl wit_sandbox::Host for ToolState {
     }
 }
 
-/// Why a tool call produced no result.
-#[derive(Debug, thiserror::Error)]
-pub enum ToolFailure {
-    #[error("unknown tool `{0}`")]
-    Unknown(String),
-    /// The tool reported an error itself.
-    #[error("{}", .0.message)]
-    Reported(wit::Error),
-    /// The tool trapped; its instance is discarded and the next call gets a
-    /// fresh one.
-    #[error("tool plugin `{plugin}` trapped: {message}")]
-    Trapped { plugin: String, message: String },
-}
+// The 0.1.0 imports: each converts its arguments, calls the current import
+// above, and converts the answer back (see `compat_v0_1.rs`).
 
-struct LiveTool {
-    store: Store<ToolState>,
-    instance: ToolInstance,
-}
+impl old_types::Host for ToolState {}
 
-/// The tools of one run. Each tool is instantiated on its first call and then
-/// reused for the rest of the run, so a tool may keep state between calls.
-pub struct ToolBox {
-    plugins: HashMap<String, Arc<ToolPlugin>>,
-    live: HashMap<String, LiveTool>,
-    sandbox: Arc<dyn Sandbox>,
-    clock: Arc<StepClock>,
-}
-
-impl ToolBox {
-    pub fn new(
-        plugins: Vec<Arc<ToolPlugin>>,
-        sandbox: Arc<dyn Sandbox>,
-        clock: Arc<StepClock>,
-    ) -> Self {
-        ToolBox {
-            clock,
-            plugins: plugins
-                .into_iter()
-                .map(|p| (p.meta.name.clone(), p))
-                .collect(),
-            live: HashMap::new(),
-            sandbox,
-        }
-    }
-
-    pub async fn invoke(&mut self, name: &str, arguments: &str) -> Result<String, ToolFailure> {
-        let Some(plugin) = self.plugins.get(name).cloned() else {
-            return Err(ToolFailure::Unknown(name.to_string()));
-        };
-        if !self.live.contains_key(name) {
-            let mut store = new_store(
-                plugin.pre.engine(),
-                ToolState::new(
-                    plugin.meta.name.as_str().into(),
-                    self.sandbox.clone(),
-                    self.clock.clone(),
-                ),
-            );
-            let instance =
-                plugin
-                    .pre
-                    .instantiate(&mut store)
-                    .await
-                    .map_err(|e| ToolFailure::Trapped {
-                        plugin: name.to_string(),
-                        message: format!("cannot instantiate: {e:#}"),
-                    })?;
-            self.live
-                .insert(name.to_string(), LiveTool { store, instance });
-        }
-        let Some(live) = self.live.get_mut(name) else {
-            return Err(ToolFailure::Unknown(name.to_string()));
-        };
-        let result = live.instance.invoke(&mut live.store, arguments).await;
-        match result {
-            Ok(Ok(text)) => Ok(text),
-            Ok(Err(e)) => Err(ToolFailure::Reported(e)),
-            Err(trap) => {
-                self.live.remove(name);
-                Err(ToolFailure::Trapped {
-                    plugin: name.to_string(),
-                    message: format!("{trap:#}"),
-                })
-            }
-        }
+impl old_logging::Host for ToolState {
+    async fn log(&mut self, level: old::Level, message: String) -> wasmtime::Result<()> {
+        <Self as logging::Host>::log(self, level.conv(), message).await
     }
 }
 
-impl ToolFailure {
-    pub fn into_wit(self) -> wit::Error {
-        match self {
-            ToolFailure::Unknown(n) => error(ErrorCode::UnknownTool, format!("unknown tool `{n}`")),
-            ToolFailure::Reported(e) => e,
-            t @ ToolFailure::Trapped { .. } => error(ErrorCode::Failed, t.to_string()),
-        }
+impl old_sandbox::Host for ToolState {
+    async fn run(
+        &mut self,
+        command: old::Command,
+    ) -> wasmtime::Result<Result<old::CommandOutput, old::Error>> {
+        Ok(<Self as wit_sandbox::Host>::run(self, command.conv())
+            .await?
+            .conv())
+    }
+
+    async fn shell(
+        &mut self,
+        command: String,
+        timeout_secs: Option<u32>,
+    ) -> wasmtime::Result<Result<old::CommandOutput, old::Error>> {
+        Ok(
+            <Self as wit_sandbox::Host>::shell(self, command, timeout_secs)
+                .await?
+                .conv(),
+        )
+    }
+
+    async fn restart_shell(&mut self) -> wasmtime::Result<Result<(), old::Error>> {
+        Ok(<Self as wit_sandbox::Host>::restart_shell(self)
+            .await?
+            .conv())
+    }
+
+    async fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, old::Error>> {
+        // Moved, not converted byte by byte.
+        Ok(<Self as wit_sandbox::Host>::read_file(self, path)
+            .await?
+            .map_err(Conv::conv))
+    }
+
+    async fn write_file(
+        &mut self,
+        path: String,
+        contents: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), old::Error>> {
+        Ok(
+            <Self as wit_sandbox::Host>::write_file(self, path, contents)
+                .await?
+                .conv(),
+        )
+    }
+
+    async fn list_dir(
+        &mut self,
+        path: String,
+    ) -> wasmtime::Result<Result<Vec<old::DirEntry>, old::Error>> {
+        Ok(<Self as wit_sandbox::Host>::list_dir(self, path)
+            .await?
+            .conv())
     }
 }

@@ -37,9 +37,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
+use super::catalog::{is_plugin_file_name, PluginChange};
+use super::error::PluginError;
 use super::host::PluginHost;
-use super::scan::{is_plugin_file_name, PluginChange};
-use super::PluginError;
 
 /// How long a file must go without events before it is loaded. Long enough
 /// for `cp` of a plugin (milliseconds) and for a writer's short pauses; short

@@ -1,4 +1,7 @@
-//! Rescanning the plugins folder and swapping the plugin set.
+//! The catalog: which plugin files the host knows, which file serves each
+//! name, the current `Arc<PluginSet>` and each file's status. It rescans the
+//! plugins folder and swaps the set; the [`Loader`] it is handed on each
+//! scan does the compiling, and the catalog never reaches into it.
 //!
 //! Why it works this way:
 //! - **Content decides, not timestamps.** A file is reloaded only when the
@@ -24,16 +27,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::cache::hex;
-use super::host::{read_component, PluginHost};
-use super::registry::{LoadReport, LoadedPlugin, PluginKind, PluginSet};
-use super::PluginError;
+use super::error::PluginError;
+use super::loader::{read_component, Loader};
+use super::meta::{PluginKind, PluginMeta};
+use super::registry::{LoadedPlugin, PluginSet};
 
 /// How a plugin file stands after the last scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +108,15 @@ pub struct PluginChange {
     pub error: Option<String>,
 }
 
+/// What [`Catalog::load_dir`] found: the plugins now serving from the
+/// folder, and the files that did not load (failed or in conflict), each
+/// with an error that names the file. Both in file name order.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub loaded: Vec<PluginMeta>,
+    pub failed: Vec<(PathBuf, PluginError)>,
+}
+
 type Key = (PluginKind, String);
 
 fn key_of(p: &LoadedPlugin) -> Key {
@@ -136,10 +149,10 @@ impl FileEntry {
     }
 }
 
-/// Which files the host knows and which file serves each name. Only
-/// `scan_locked` changes it, under the host's scan lock.
+/// Which files the catalog knows and which file serves each name. Only
+/// `scan_locked` changes it, under the catalog's scan lock.
 #[derive(Default)]
-pub struct ScanState {
+struct ScanState {
     files: BTreeMap<PathBuf, FileEntry>,
     owners: BTreeMap<Key, PathBuf>,
     next_seq: u64,
@@ -154,13 +167,50 @@ enum Scope<'a> {
     Files(&'a [PathBuf]),
 }
 
-impl PluginHost {
+/// The plugin files of one folder and the set they make. Readers
+/// ([`snapshot`](Self::snapshot), [`statuses`](Self::statuses)) never wait
+/// for a rescan; rescans take turns.
+pub struct Catalog {
+    /// One rescan at a time (the watcher and an API request may both ask);
+    /// an async lock because a rescan awaits compilation while holding it.
+    scan: tokio::sync::Mutex<ScanState>,
+    /// Swapped whole, never edited: runs hold the `Arc` they took.
+    current: RwLock<Arc<PluginSet>>,
+    /// Published with the set, so `statuses()` never waits for a rescan.
+    statuses: RwLock<Arc<Vec<PluginStatus>>>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Catalog {
+    /// An empty catalog: no files known, an empty set serving.
+    pub fn new() -> Self {
+        Catalog {
+            scan: tokio::sync::Mutex::new(ScanState::default()),
+            current: RwLock::new(Arc::new(PluginSet::default())),
+            statuses: RwLock::new(Arc::new(Vec::new())),
+        }
+    }
+
+    /// The set a run should use from start to finish.
+    pub fn snapshot(&self) -> Arc<PluginSet> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Loads every plugin file in `dir` and makes them the current set; on a
-    /// host that already loaded plugins it is a rescan. A file that fails is
-    /// reported and skipped; it never stops the others.
-    pub async fn load_dir(&self, dir: &Path) -> Result<LoadReport, PluginError> {
+    /// catalog that already loaded plugins it is a rescan. A file that fails
+    /// is reported and skipped; it never stops the others.
+    pub async fn load_dir(&self, loader: &Loader, dir: &Path) -> Result<LoadReport, PluginError> {
         let mut state = self.scan.lock().await;
-        self.scan_locked(&mut state, dir, Scope::All).await?;
+        self.scan_locked(loader, &mut state, dir, Scope::All)
+            .await?;
         Ok(state.report())
     }
 
@@ -169,24 +219,36 @@ impl PluginHost {
     /// When the folder itself cannot be read nothing is unloaded (a folder
     /// briefly missing must not empty the daemon) and the one change returned
     /// is a `failed` one naming the folder.
-    pub async fn rescan(&self, dir: &Path) -> Vec<PluginChange> {
-        match self.try_rescan(dir).await {
+    pub async fn rescan(&self, loader: &Loader, dir: &Path) -> Vec<PluginChange> {
+        match self.try_rescan(loader, dir).await {
             Ok(changes) => changes,
             Err(e) => vec![folder_failed(dir, &e)],
         }
     }
 
     /// [`rescan`](Self::rescan), with an unreadable folder as an error.
-    pub async fn try_rescan(&self, dir: &Path) -> Result<Vec<PluginChange>, PluginError> {
+    pub async fn try_rescan(
+        &self,
+        loader: &Loader,
+        dir: &Path,
+    ) -> Result<Vec<PluginChange>, PluginError> {
         let mut state = self.scan.lock().await;
-        self.scan_locked(&mut state, dir, Scope::All).await
+        self.scan_locked(loader, &mut state, dir, Scope::All).await
     }
 
     /// Like [`rescan`](Self::rescan) but looks only at `files` (paths in
     /// `dir`): each is loaded if new or changed, unloaded if gone.
-    pub async fn rescan_files(&self, dir: &Path, files: &[PathBuf]) -> Vec<PluginChange> {
+    pub async fn rescan_files(
+        &self,
+        loader: &Loader,
+        dir: &Path,
+        files: &[PathBuf],
+    ) -> Vec<PluginChange> {
         let mut state = self.scan.lock().await;
-        match self.scan_locked(&mut state, dir, Scope::Files(files)).await {
+        match self
+            .scan_locked(loader, &mut state, dir, Scope::Files(files))
+            .await
+        {
             Ok(changes) => changes,
             Err(e) => vec![folder_failed(dir, &e)],
         }
@@ -203,6 +265,7 @@ impl PluginHost {
 
     async fn scan_locked(
         &self,
+        loader: &Loader,
         state: &mut ScanState,
         dir: &Path,
         scope: Scope<'_>,
@@ -255,7 +318,7 @@ impl PluginHost {
                     if skip {
                         continue;
                     }
-                    match self.load_bytes(&path, bytes, sha).await {
+                    match loader.load_bytes(&path, bytes, sha).await {
                         Ok(plugin) => {
                             next_seq += 1;
                             FileEntry {
