@@ -9,4 +9,8 @@ pub mod daemon;
 pub mod llm;
 pub mod plugin;
 pub mod sandbox;
+
+/// Test helpers, kept out of the shipped library: see the `testkit` feature
+/// in `Cargo.toml`.
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
