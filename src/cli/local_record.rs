@@ -8,18 +8,10 @@
 //! (which `max_messages` cuts), and nothing in the agent core changes for it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::agent::{EventSink, Message, MessageSink, RunEvent, RunRecord};
 use crate::api::{RunState, RunSummary, RunView};
-
-/// Unix time in milliseconds, as the daemon stamps its records.
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use crate::time::now_ms;
 
 pub struct LocalRecord {
     summary: Mutex<RunSummary>,

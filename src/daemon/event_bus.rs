@@ -10,8 +10,8 @@ use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::watch;
 
-use super::runs::now_ms;
 use crate::api::{DaemonEvent, DaemonEventLine};
+use crate::time::now_ms;
 
 /// Enough to replay the last few minutes of a busy daemon.
 const RETAINED: usize = 1024;

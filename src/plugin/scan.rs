@@ -25,7 +25,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
@@ -34,6 +33,7 @@ use super::cache::hex;
 use super::host::{read_component, PluginHost};
 use super::registry::{LoadReport, LoadedPlugin, PluginKind, PluginSet};
 use super::PluginError;
+use crate::time::now_ms;
 
 /// How a plugin file stands after the last scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,7 +233,7 @@ impl PluginHost {
             }
             let previous = files.get(&path).cloned();
             let kept = previous.as_ref().and_then(|p| p.offered.clone());
-            let at_ms = unix_ms();
+            let at_ms = now_ms();
             let entry = match read_component(&path).await {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     files.remove(&path);
@@ -582,13 +582,6 @@ async fn list_plugin_files(dir: &Path) -> Result<BTreeSet<PathBuf>, PluginError>
         path: dir.to_path_buf(),
         message: e.to_string(),
     })
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
