@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod llm;
 pub mod plugin;
 pub mod sandbox;
+pub mod sync;
 pub mod time;
 
 /// Test helpers, kept out of the shipped library: see the `testkit` feature

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::agent::{EventSink, Message, MessageSink, RunEvent, RunRecord};
 use crate::api::{RunState, RunSummary, RunView};
+use crate::sync::LockExt;
 use crate::time::now_ms;
 
 pub struct LocalRecord {
@@ -44,7 +45,7 @@ impl LocalRecord {
     }
 
     fn summary(&self) -> MutexGuard<'_, RunSummary> {
-        self.summary.lock().unwrap_or_else(|p| p.into_inner())
+        self.summary.lock_unpoisoned()
     }
 
     /// The run is about to start (the daemon's moment of leaving the queue).
@@ -77,10 +78,7 @@ impl LocalRecord {
     pub fn message_sink(self: &Arc<Self>) -> MessageSink {
         let me = self.clone();
         Arc::new(move |message: &Message| {
-            me.messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(message.clone());
+            me.messages.lock_unpoisoned().push(message.clone());
         })
     }
 
@@ -100,11 +98,7 @@ impl LocalRecord {
         };
         RunView {
             summary,
-            messages: self
-                .messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            messages: self.messages.lock_unpoisoned().clone(),
         }
     }
 }

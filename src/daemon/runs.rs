@@ -22,6 +22,7 @@ use super::event_log::EventLog;
 use super::history::History;
 use crate::agent::{Agent, Message, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
+use crate::sync::LockExt;
 use crate::time::now_ms;
 
 /// A run that has not left memory yet.
@@ -36,30 +37,23 @@ pub struct LiveRun {
 
 impl LiveRun {
     pub fn summary(&self) -> RunSummary {
-        self.summary
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.summary.lock_unpoisoned().clone()
     }
 
     /// Without cloning the summary: status polls read this for every run.
     pub fn state(&self) -> RunState {
-        self.summary.lock().unwrap_or_else(|p| p.into_inner()).state
+        self.summary.lock_unpoisoned().state
     }
 
     pub fn view(&self) -> RunView {
         RunView {
             summary: self.summary(),
-            messages: self
-                .messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            messages: self.messages.lock_unpoisoned().clone(),
         }
     }
 
     fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunSummary {
-        let mut s = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.summary.lock_unpoisoned();
         f(&mut s);
         s.clone()
     }
@@ -97,7 +91,7 @@ impl RunManager {
     }
 
     fn lock_live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveRun>>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+        self.live.lock_unpoisoned()
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<LiveRun>> {
@@ -297,7 +291,7 @@ impl RunManager {
         let history = self.history.clone();
         let run = run.clone();
         Arc::new(move |message: &Message| {
-            let mut messages = run.messages.lock().unwrap_or_else(|p| p.into_inner());
+            let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
             messages.push(message.clone());
             drop(messages);

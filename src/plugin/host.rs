@@ -16,6 +16,7 @@ use super::scan::{PluginStatus, ScanState};
 use super::strategy_host::StrategyState;
 use super::tool_host::ToolState;
 use super::{world, PluginError};
+use crate::sync::RwLockExt;
 
 /// A plugin file larger than this is refused before it is read: no real
 /// component comes near it, and reading it whole would let a stray file in
@@ -95,10 +96,7 @@ impl PluginHost {
 
     /// The set a run should use from start to finish.
     pub fn snapshot(&self) -> Arc<PluginSet> {
-        self.current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.current.read_unpoisoned().clone()
     }
 
     /// Compiles (or takes from the cache), type-checks and probes one

@@ -33,6 +33,7 @@ use super::cache::hex;
 use super::host::{read_component, PluginHost};
 use super::registry::{LoadReport, LoadedPlugin, PluginKind, PluginSet};
 use super::PluginError;
+use crate::sync::RwLockExt;
 use crate::time::now_ms;
 
 /// How a plugin file stands after the last scan.
@@ -194,11 +195,7 @@ impl PluginHost {
 
     /// Every plugin file seen by the last scan, in file name order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
-        self.statuses
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .clone()
+        self.statuses.read_unpoisoned().as_ref().clone()
     }
 
     async fn scan_locked(
@@ -313,9 +310,9 @@ impl PluginHost {
             for (_, plugin) in after.into_values() {
                 set.insert(plugin);
             }
-            *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+            *self.current.write_unpoisoned() = Arc::new(set);
         }
-        *self.statuses.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(statuses);
+        *self.statuses.write_unpoisoned() = Arc::new(statuses);
         for c in &changes {
             log_change(c);
         }
