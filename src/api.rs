@@ -2,6 +2,12 @@
 //! CLI deserialises them, so the two cannot drift apart. Every route lives
 //! under `/v1`; a breaking change gets `/v2`, never a silent edit here.
 //!
+//! The run event stream is the one shape defined elsewhere: [`EventLine`]
+//! flattens the run loop's `RunEvent`. The snapshot tests at the end of this
+//! file (`wire_tests`) pin the JSON of every `RunEvent`, `DaemonEvent` and
+//! `Outcome` variant, so an edit of the loop's types that would change the
+//! wire fails them.
+//!
 //! Unknown fields are tolerated when reading (a newer daemon may add some)
 //! and refused in request bodies (a typo in a script should not be ignored).
 
@@ -237,4 +243,235 @@ pub struct PluginChangeInfo {
     pub previous_version: Option<String>,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// The `/v1` event streams, byte for byte. `RunEvent` is defined by the run
+/// loop and reaches the wire through [`EventLine`]'s `flatten`, so an edit
+/// there is an edit of the API: these snapshots make it fail here first.
+/// A change that breaks one of them needs `/v2`, not a new snapshot.
+#[cfg(test)]
+mod wire_tests {
+    use std::fmt::Debug;
+
+    use serde::de::DeserializeOwned;
+
+    use super::*;
+
+    const AT: i64 = 1_700_000_000_000;
+
+    /// What the daemon writes is `expected`, and what the CLI reads back
+    /// from it is the value again.
+    fn assert_wire<T>(value: T, expected: &str)
+    where
+        T: Serialize + DeserializeOwned + PartialEq + Debug,
+    {
+        let json = serde_json::to_string(&value).expect("serialise");
+        assert_eq!(json, expected);
+        let back: T = serde_json::from_str(&json).expect("deserialise");
+        assert_eq!(back, value);
+    }
+
+    fn line(seq: u64, event: RunEvent) -> EventLine {
+        EventLine {
+            seq,
+            at_ms: AT,
+            event,
+        }
+    }
+
+    /// Adding a variant to `RunEvent` stops this from compiling: give the
+    /// new one a snapshot below, then a line here.
+    fn snapshotted(event: &RunEvent) {
+        match event {
+            RunEvent::RunStarted { .. }
+            | RunEvent::StepStarted { .. }
+            | RunEvent::AssistantMessage { .. }
+            | RunEvent::ToolCall { .. }
+            | RunEvent::ToolResult { .. }
+            | RunEvent::StuckDetected { .. }
+            | RunEvent::StepFinished { .. }
+            | RunEvent::RunEnded { .. } => {}
+        }
+    }
+
+    /// As [`snapshotted`], for `DaemonEvent`.
+    fn daemon_snapshotted(event: &DaemonEvent) {
+        match event {
+            DaemonEvent::PluginLoaded(_)
+            | DaemonEvent::PluginReplaced(_)
+            | DaemonEvent::PluginFailed(_)
+            | DaemonEvent::PluginRemoved(_)
+            | DaemonEvent::PluginConflict(_)
+            | DaemonEvent::RunCreated { .. }
+            | DaemonEvent::RunEnded { .. } => {}
+        }
+    }
+
+    #[test]
+    fn every_run_event_line_keeps_its_v1_shape() {
+        let cases = [
+            (
+                RunEvent::RunStarted {
+                    run_id: "r1".into(),
+                    agent: "coder".into(),
+                    request: "fix it".into(),
+                    max_steps: 30,
+                    strategy: "toolcall".into(),
+                    strategy_version: "0.2.0".into(),
+                },
+                r#"{"seq":1,"at_ms":1700000000000,"type":"run_started","run_id":"r1","agent":"coder","request":"fix it","max_steps":30,"strategy":"toolcall","strategy_version":"0.2.0"}"#,
+            ),
+            (
+                RunEvent::StepStarted {
+                    step: 1,
+                    max_steps: 30,
+                },
+                r#"{"seq":2,"at_ms":1700000000000,"type":"step_started","step":1,"max_steps":30}"#,
+            ),
+            (
+                RunEvent::AssistantMessage {
+                    step: 1,
+                    content: Some("Let me look.".into()),
+                    tool_calls: vec!["bash".into()],
+                },
+                r#"{"seq":3,"at_ms":1700000000000,"type":"assistant_message","step":1,"content":"Let me look.","tool_calls":["bash"]}"#,
+            ),
+            (
+                RunEvent::AssistantMessage {
+                    step: 1,
+                    content: None,
+                    tool_calls: vec![],
+                },
+                r#"{"seq":4,"at_ms":1700000000000,"type":"assistant_message","step":1,"content":null,"tool_calls":[]}"#,
+            ),
+            (
+                RunEvent::ToolCall {
+                    step: 1,
+                    id: "call_1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"ls"}"#.into(),
+                },
+                r#"{"seq":5,"at_ms":1700000000000,"type":"tool_call","step":1,"id":"call_1","name":"bash","arguments":"{\"command\":\"ls\"}"}"#,
+            ),
+            (
+                RunEvent::ToolResult {
+                    step: 1,
+                    id: "call_1".into(),
+                    name: "bash".into(),
+                    ok: true,
+                    output: "README.md\n".into(),
+                },
+                r#"{"seq":6,"at_ms":1700000000000,"type":"tool_result","step":1,"id":"call_1","name":"bash","ok":true,"output":"README.md\n"}"#,
+            ),
+            (
+                RunEvent::StuckDetected { step: 3 },
+                r#"{"seq":7,"at_ms":1700000000000,"type":"stuck_detected","step":3}"#,
+            ),
+            (
+                RunEvent::StepFinished {
+                    step: 1,
+                    result: "done".into(),
+                },
+                r#"{"seq":8,"at_ms":1700000000000,"type":"step_finished","step":1,"result":"done"}"#,
+            ),
+            (
+                RunEvent::RunEnded {
+                    outcome: Outcome::MaxSteps,
+                    steps: 30,
+                    error: None,
+                },
+                r#"{"seq":9,"at_ms":1700000000000,"type":"run_ended","outcome":"max_steps","steps":30,"error":null}"#,
+            ),
+            (
+                RunEvent::RunEnded {
+                    outcome: Outcome::Error,
+                    steps: 2,
+                    error: Some("boom".into()),
+                },
+                r#"{"seq":10,"at_ms":1700000000000,"type":"run_ended","outcome":"error","steps":2,"error":"boom"}"#,
+            ),
+        ];
+        for (seq, (event, expected)) in (1..).zip(cases) {
+            snapshotted(&event);
+            assert_wire(line(seq, event), expected);
+        }
+    }
+
+    #[test]
+    fn every_outcome_keeps_its_v1_name() {
+        for (outcome, expected) in [
+            (Outcome::Finished, r#""finished""#),
+            (Outcome::MaxSteps, r#""max_steps""#),
+            (Outcome::Error, r#""error""#),
+            (Outcome::Cancelled, r#""cancelled""#),
+            (Outcome::TokenLimit, r#""token_limit""#),
+            (Outcome::Interrupted, r#""interrupted""#),
+        ] {
+            assert_wire(outcome, expected);
+        }
+    }
+
+    #[test]
+    fn every_daemon_event_line_keeps_its_v1_shape() {
+        let info = || PluginChangeInfo {
+            plugin: "bash".into(),
+            file: "bash.wasm".into(),
+            version: Some("0.2.0".into()),
+            previous_version: None,
+            error: None,
+        };
+        let fields = r#""plugin":"bash","file":"bash.wasm","version":"0.2.0","previous_version":null,"error":null"#;
+        let cases = [
+            (
+                DaemonEvent::PluginLoaded(info()),
+                format!(r#"{{"seq":1,"at_ms":1700000000000,"type":"plugin_loaded",{fields}}}"#),
+            ),
+            (
+                DaemonEvent::PluginReplaced(info()),
+                format!(r#"{{"seq":2,"at_ms":1700000000000,"type":"plugin_replaced",{fields}}}"#),
+            ),
+            (
+                DaemonEvent::PluginFailed(PluginChangeInfo {
+                    plugin: "bash".into(),
+                    file: "bash.wasm".into(),
+                    version: None,
+                    previous_version: Some("0.1.0".into()),
+                    error: Some("not a component".into()),
+                }),
+                r#"{"seq":3,"at_ms":1700000000000,"type":"plugin_failed","plugin":"bash","file":"bash.wasm","version":null,"previous_version":"0.1.0","error":"not a component"}"#.to_string(),
+            ),
+            (
+                DaemonEvent::PluginRemoved(info()),
+                format!(r#"{{"seq":4,"at_ms":1700000000000,"type":"plugin_removed",{fields}}}"#),
+            ),
+            (
+                DaemonEvent::PluginConflict(info()),
+                format!(r#"{{"seq":5,"at_ms":1700000000000,"type":"plugin_conflict",{fields}}}"#),
+            ),
+            (
+                DaemonEvent::RunCreated {
+                    run_id: "r1".into(),
+                    agent: "coder".into(),
+                },
+                r#"{"seq":6,"at_ms":1700000000000,"type":"run_created","run_id":"r1","agent":"coder"}"#.to_string(),
+            ),
+            (
+                DaemonEvent::RunEnded {
+                    run_id: "r1".into(),
+                    agent: "coder".into(),
+                    outcome: Outcome::Finished,
+                },
+                r#"{"seq":7,"at_ms":1700000000000,"type":"run_ended","run_id":"r1","agent":"coder","outcome":"finished"}"#.to_string(),
+            ),
+        ];
+        for (seq, (event, expected)) in (1..).zip(cases) {
+            daemon_snapshotted(&event);
+            let line = DaemonEventLine {
+                seq,
+                at_ms: AT,
+                event,
+            };
+            assert_wire(line, &expected);
+        }
+    }
 }

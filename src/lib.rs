@@ -9,4 +9,10 @@ pub mod daemon;
 pub mod llm;
 pub mod plugin;
 pub mod sandbox;
+pub mod sync;
+pub mod time;
+
+/// Test helpers, kept out of the shipped library: see the `testkit` feature
+/// in `Cargo.toml`.
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use agentd::agent::stuck::STUCK_PROMPT;
 use agentd::agent::{AgentError, AgentState, Outcome, RunEvent, RunOptions};
+use agentd::cli::exit;
 use agentd::config::AgentConfig;
 use agentd::llm::ToolChoice;
 use agentd::testkit::Reply;
@@ -404,7 +405,7 @@ async fn cancel_aborts_a_pending_llm_call() {
     .expect("cancel is prompt")
     .expect("run");
     assert_eq!(r.outcome, Outcome::Cancelled);
-    assert_eq!(r.outcome.exit_code(), 5);
+    assert_eq!(exit::for_outcome(r.outcome), 5);
 }
 
 fn misbehave(prompt: &str) -> AgentConfig {

@@ -19,6 +19,7 @@ use crate::llm::{
     estimate_tokens, ChatRequest, ChatResponse, LlmClient, ToolChoice, ToolSpec, Usage,
 };
 use crate::plugin::run_host::{ChatFailure, RunHost, StepConfig};
+use crate::sync::LockExt;
 
 pub struct RunContext {
     pub run_id: String,
@@ -103,7 +104,7 @@ impl RunContext {
     /// Never held across an await. A poisoned lock only means a host call
     /// panicked mid-update; the data is still the best record there is.
     fn lock(&self) -> MutexGuard<'_, RunState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     pub fn emit(&self, event: RunEvent) {

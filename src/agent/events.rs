@@ -1,5 +1,7 @@
-//! What a run reports as it happens. The CLI prints these; the daemon will
-//! stream and store them.
+//! What a run reports as it happens. `run --local` prints these; the daemon
+//! streams them to followers (`GET /v1/runs/{id}/events`) and stores them in
+//! the run history. Their JSON is the `/v1` event format, pinned by the
+//! snapshot tests in `api.rs`.
 
 use std::sync::Arc;
 

@@ -1,6 +1,13 @@
 //! The agent core: the run loop, its memory, stuck detection and outcomes.
-//! It knows nothing of models or tools; `step()` belongs to the strategy
-//! plugin.
+//!
+//! What it knows of models and tools: it holds the run's LLM client and
+//! sends the strategy's chat requests through it, under the run's token
+//! budget; it takes the strategy and tool plugins an agent names from the
+//! run's plugin snapshot and hands them, with the run's sandbox, to the
+//! plugin host's strategy session; and it reports each tool call and
+//! result as events. What it does not know: how a step decides (`step()`
+//! belongs to the strategy plugin), what a tool does (its plugin's code,
+//! run by the host), or wasmtime.
 
 pub mod context;
 pub mod events;

@@ -21,18 +21,6 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The CLI's exit status for this outcome (2 is bad usage/configuration).
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Outcome::Finished => 0,
-            Outcome::Error => 1,
-            Outcome::MaxSteps => 3,
-            Outcome::TokenLimit => 4,
-            Outcome::Cancelled => 5,
-            Outcome::Interrupted => 6,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Finished => "finished",

@@ -18,6 +18,7 @@ use crate::plugin::session::{StepEnd, StrategySession};
 use crate::plugin::PluginHost;
 use crate::plugin::{StrategyPlugin, ToolPlugin};
 use crate::sandbox::{Sandbox, SandboxProvider};
+use crate::sync::LockExt;
 
 /// What every run of every agent shares.
 pub struct Runtime {
@@ -85,18 +86,18 @@ impl Agent {
     }
 
     pub fn state(&self) -> AgentState {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+        *self.state.lock_unpoisoned()
     }
 
     /// The outcome of the last completed run, kept after the agent is IDLE
     /// again (OpenManus loses it).
     pub fn last_outcome(&self) -> Option<Outcome> {
-        *self.last_outcome.lock().unwrap_or_else(|p| p.into_inner())
+        *self.last_outcome.lock_unpoisoned()
     }
 
     pub async fn run(&self, request: &str, opts: RunOptions) -> Result<RunRecord, AgentError> {
         {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.state.lock_unpoisoned();
             if *state != AgentState::Idle {
                 return Err(AgentError::NotIdle(*state));
             }
@@ -134,7 +135,7 @@ impl Agent {
             steps: record.steps,
             error: record.error.clone(),
         });
-        *self.last_outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(record.outcome);
+        *self.last_outcome.lock_unpoisoned() = Some(record.outcome);
         drop(guard);
         Ok(record)
     }
@@ -381,11 +382,7 @@ impl Drop for RunGuard<'_> {
         if let Some(sandbox) = self.sandbox.take() {
             // Dropped before the end: the run was cancelled, and that is its
             // recorded outcome, not the previous run's.
-            *self
-                .agent
-                .last_outcome
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(Outcome::Cancelled);
+            *self.agent.last_outcome.lock_unpoisoned() = Some(Outcome::Cancelled);
             self.cancel.cancel();
             match tokio::runtime::Handle::try_current() {
                 Ok(handle) => {
@@ -396,7 +393,7 @@ impl Drop for RunGuard<'_> {
                 ),
             }
         }
-        *self.agent.state.lock().unwrap_or_else(|p| p.into_inner()) = AgentState::Idle;
+        *self.agent.state.lock_unpoisoned() = AgentState::Idle;
     }
 }
 

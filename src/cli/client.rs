@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::net::UnixStream;
 
-use super::EXIT_USAGE;
+use super::exit;
 use crate::api::ErrorBody;
 
 /// A daemon that accepted the connection but says nothing is as stuck as
@@ -63,7 +63,7 @@ impl ClientError {
     /// refusal from the daemon is the command failing.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ClientError::Connect { .. } => EXIT_USAGE,
+            ClientError::Connect { .. } => exit::USAGE,
             ClientError::Http { .. } | ClientError::Protocol(_) => 1,
         }
     }

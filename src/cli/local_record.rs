@@ -8,18 +8,11 @@
 //! (which `max_messages` cuts), and nothing in the agent core changes for it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::agent::{EventSink, Message, MessageSink, RunEvent, RunRecord};
 use crate::api::{RunState, RunSummary, RunView};
-
-/// Unix time in milliseconds, as the daemon stamps its records.
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use crate::sync::LockExt;
+use crate::time::now_ms;
 
 pub struct LocalRecord {
     summary: Mutex<RunSummary>,
@@ -52,7 +45,7 @@ impl LocalRecord {
     }
 
     fn summary(&self) -> MutexGuard<'_, RunSummary> {
-        self.summary.lock().unwrap_or_else(|p| p.into_inner())
+        self.summary.lock_unpoisoned()
     }
 
     /// The run is about to start (the daemon's moment of leaving the queue).
@@ -85,10 +78,7 @@ impl LocalRecord {
     pub fn message_sink(self: &Arc<Self>) -> MessageSink {
         let me = self.clone();
         Arc::new(move |message: &Message| {
-            me.messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(message.clone());
+            me.messages.lock_unpoisoned().push(message.clone());
         })
     }
 
@@ -108,11 +98,7 @@ impl LocalRecord {
         };
         RunView {
             summary,
-            messages: self
-                .messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            messages: self.messages.lock_unpoisoned().clone(),
         }
     }
 }

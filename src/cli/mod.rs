@@ -2,6 +2,7 @@
 
 mod client;
 mod endpoint;
+pub mod exit;
 mod follow;
 mod info;
 mod live;
@@ -21,12 +22,6 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use client::{Client, ClientError};
-
-/// Exit status for bad usage or configuration (clap uses it too).
-pub const EXIT_USAGE: i32 = 2;
-
-/// The shell's convention for "ended by SIGINT".
-pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -228,7 +223,7 @@ where
         Ok(p) => p,
         Err(e) => {
             eprintln!("agentd: {e}");
-            return EXIT_USAGE;
+            return exit::USAGE;
         }
     };
     match command(Client::new(path)).await {

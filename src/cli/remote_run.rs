@@ -13,7 +13,7 @@ use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::{follow, Ending};
 use super::live::LiveStatus;
 use super::view::{EventView, Progress};
-use super::{out, RunArgs, EXIT_INTERRUPTED, EXIT_USAGE};
+use super::{exit, out, RunArgs};
 use crate::api::{CreateRun, RunState, RunView};
 
 /// The daemon may send `run_ended` a moment before the record says so;
@@ -30,7 +30,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
         Ok(v) => v,
         Err(e) if refuses_the_input(&e) => {
             eprintln!("agentd: {e}");
-            return Ok(EXIT_USAGE);
+            return Ok(exit::USAGE);
         }
         Err(e) => return Err(e),
     };
@@ -59,7 +59,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
     progress.finish();
     let outcome = match ending? {
         Ending::Ended(outcome) => outcome,
-        Ending::Quit => return Ok(EXIT_INTERRUPTED),
+        Ending::Quit => return Ok(exit::INTERRUPTED),
         Ending::Drained => {
             return Err(ClientError::Protocol(format!(
                 "the event stream of run {id} ended without its end"
@@ -73,7 +73,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
     } else if let Some(result) = &view.summary.result {
         out::line(result.trim_end_matches('\n'));
     }
-    Ok(view.summary.outcome.unwrap_or(outcome).exit_code())
+    Ok(exit::for_outcome(view.summary.outcome.unwrap_or(outcome)))
 }
 
 /// The daemon refusing to create the run because of what it was asked (an

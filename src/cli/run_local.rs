@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::local_record::LocalRecord;
-use super::{progress, PluginsArgs, RunArgs, EXIT_USAGE};
+use super::{exit, progress, PluginsArgs, RunArgs};
 use crate::agent::{Agent, RunOptions, Runtime};
 use crate::config::{default_config_path, Config};
 use crate::llm::LlmClient;
@@ -17,7 +17,7 @@ use crate::sandbox::{NoSandbox, SandboxProvider};
 
 fn fail(message: impl std::fmt::Display) -> i32 {
     eprintln!("agentd: {message}");
-    EXIT_USAGE
+    exit::USAGE
 }
 
 fn load_config(path: Option<&Path>) -> Result<Config, i32> {
@@ -123,7 +123,7 @@ pub async fn run(args: RunArgs) -> i32 {
     } else {
         println!("{}", record.result);
     }
-    record.outcome.exit_code()
+    exit::for_outcome(record.outcome)
 }
 
 /// SIGINT or SIGTERM cancels the run, which then removes its sandbox and

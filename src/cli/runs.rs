@@ -5,10 +5,11 @@ use serde_json::Value;
 
 use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::follow;
-use super::table::{age, first_line, now_ms, truncate, Table};
+use super::table::{age, first_line, truncate, Table};
 use super::view::LogPrinter;
 use super::{out, transcript, RunsArgs};
 use crate::api::{RunList, RunSummary, RunView};
+use crate::time::now_ms;
 
 /// `runs` shows this many characters of an id; they name the run anywhere
 /// a run is asked for (see [`fetch_run`]).

@@ -5,8 +5,9 @@ use std::io::{IsTerminal, Write};
 
 use super::live::{terminal_width, LiveStatus};
 use super::progress::event_line;
-use super::table::{duration, now_ms};
+use super::table::duration;
 use crate::api::EventLine;
+use crate::time::now_ms;
 
 pub trait EventView {
     /// One line of the stream as received, and its event when this CLI

@@ -10,8 +10,9 @@ use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::watch;
 
-use super::runs::now_ms;
 use crate::api::{DaemonEvent, DaemonEventLine};
+use crate::sync::LockExt;
+use crate::time::now_ms;
 
 /// Enough to replay the last few minutes of a busy daemon.
 const RETAINED: usize = 1024;
@@ -33,7 +34,7 @@ impl Default for EventBus {
 
 impl EventBus {
     pub fn publish(&self, event: DaemonEvent) {
-        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lines = self.lines.lock_unpoisoned();
         let seq = lines.back().map_or(1, |(s, _)| s + 1);
         let line = DaemonEventLine {
             seq,
@@ -53,7 +54,7 @@ impl EventBus {
     }
 
     fn after(&self, seq: u64) -> Vec<(u64, Bytes)> {
-        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let lines = self.lines.lock_unpoisoned();
         lines.iter().filter(|(s, _)| *s > seq).cloned().collect()
     }
 

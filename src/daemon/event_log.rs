@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::sync::LockExt;
 use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::watch;
@@ -26,7 +27,7 @@ impl Default for EventLog {
 impl EventLog {
     /// `line` is one JSON document with its trailing newline.
     pub fn push(&self, line: Bytes) {
-        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lines = self.lines.lock_unpoisoned();
         lines.push(line);
         let n = lines.len();
         drop(lines);
@@ -40,11 +41,11 @@ impl EventLog {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.lines.lock_unpoisoned().len()
     }
 
     fn batch(&self, from: usize) -> Vec<Bytes> {
-        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let lines = self.lines.lock_unpoisoned();
         lines.get(from..).map(<[Bytes]>::to_vec).unwrap_or_default()
     }
 

@@ -28,6 +28,7 @@ use crate::config::{default_config_path, default_socket_path, Config};
 use crate::plugin::{EngineLimits, PluginHost};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, SandboxProvider};
+use crate::time::now_ms;
 use history::History;
 use peer::{resolve_group, AccessPolicy};
 use state::{Daemon, DaemonParts};
@@ -72,7 +73,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         None => None,
     };
     let history = History::open(&config.daemon.state_dir)?;
-    let interrupted = history.interrupt_unfinished(runs::now_ms()).await?;
+    let interrupted = history.interrupt_unfinished(now_ms()).await?;
     if !interrupted.is_empty() {
         warn!(
             runs = interrupted.len(),
@@ -239,7 +240,7 @@ async fn prune(history: &History, days: u32) {
     if days == 0 {
         return;
     }
-    let cutoff = runs::now_ms() - i64::from(days) * 86_400_000;
+    let cutoff = now_ms() - i64::from(days) * 86_400_000;
     match history.prune(cutoff).await {
         Ok(0) => {}
         Ok(n) => info!(runs = n, days, "pruned old runs"),

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
@@ -22,13 +22,8 @@ use super::event_log::EventLog;
 use super::history::History;
 use crate::agent::{Agent, Message, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::sync::LockExt;
+use crate::time::now_ms;
 
 /// A run that has not left memory yet.
 pub struct LiveRun {
@@ -42,30 +37,23 @@ pub struct LiveRun {
 
 impl LiveRun {
     pub fn summary(&self) -> RunSummary {
-        self.summary
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.summary.lock_unpoisoned().clone()
     }
 
     /// Without cloning the summary: status polls read this for every run.
     pub fn state(&self) -> RunState {
-        self.summary.lock().unwrap_or_else(|p| p.into_inner()).state
+        self.summary.lock_unpoisoned().state
     }
 
     pub fn view(&self) -> RunView {
         RunView {
             summary: self.summary(),
-            messages: self
-                .messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            messages: self.messages.lock_unpoisoned().clone(),
         }
     }
 
     fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunSummary {
-        let mut s = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.summary.lock_unpoisoned();
         f(&mut s);
         s.clone()
     }
@@ -103,7 +91,7 @@ impl RunManager {
     }
 
     fn lock_live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveRun>>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+        self.live.lock_unpoisoned()
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<LiveRun>> {
@@ -303,7 +291,7 @@ impl RunManager {
         let history = self.history.clone();
         let run = run.clone();
         Arc::new(move |message: &Message| {
-            let mut messages = run.messages.lock().unwrap_or_else(|p| p.into_inner());
+            let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
             messages.push(message.clone());
             drop(messages);

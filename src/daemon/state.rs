@@ -20,6 +20,7 @@ use crate::llm::LlmClient;
 use crate::plugin::PluginHost;
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::SandboxProvider;
+use crate::sync::{LockExt, RwLockExt};
 
 /// One loaded configuration and the clients built from it.
 pub struct Generation {
@@ -153,15 +154,12 @@ impl Daemon {
     }
 
     pub fn generation(&self) -> Arc<Generation> {
-        self.generation
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.generation.read_unpoisoned().clone()
     }
 
     pub fn swap_config(&self, config: Config) {
         let next = Generation::new(config, self.plugins.clone(), self.sandboxes.clone());
-        *self.generation.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        *self.generation.write_unpoisoned() = Arc::new(next);
     }
 
     /// Agents that name a plugin that is not loaded, with those plugins:
@@ -193,10 +191,7 @@ impl Daemon {
     /// so a plugin swap that does not concern an agent stays quiet.
     pub fn warn_missing_plugins(&self) {
         let now = self.agents_missing_plugins();
-        let mut reported = self
-            .missing_reported
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut reported = self.missing_reported.lock_unpoisoned();
         for (agent, missing) in &now {
             if !reported.contains(&(agent.clone(), missing.clone())) {
                 tracing::warn!(agent = %agent, missing = %missing.join(", "), "agent names plugins that are not loaded; its runs will fail until they are");

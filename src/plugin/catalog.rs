@@ -28,7 +28,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
@@ -38,6 +37,8 @@ use super::error::PluginError;
 use super::loader::{read_component, Loader};
 use super::meta::{PluginKind, PluginMeta};
 use super::registry::{LoadedPlugin, PluginSet};
+use crate::sync::RwLockExt;
+use crate::time::now_ms;
 
 /// How a plugin file stands after the last scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,10 +199,7 @@ impl Catalog {
 
     /// The set a run should use from start to finish.
     pub fn snapshot(&self) -> Arc<PluginSet> {
-        self.current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.current.read_unpoisoned().clone()
     }
 
     /// Loads every plugin file in `dir` and makes them the current set; on a
@@ -256,11 +254,7 @@ impl Catalog {
 
     /// Every plugin file seen by the last scan, in file name order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
-        self.statuses
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .clone()
+        self.statuses.read_unpoisoned().as_ref().clone()
     }
 
     async fn scan_locked(
@@ -296,7 +290,7 @@ impl Catalog {
             }
             let previous = files.get(&path).cloned();
             let kept = previous.as_ref().and_then(|p| p.offered.clone());
-            let at_ms = unix_ms();
+            let at_ms = now_ms();
             let entry = match read_component(&path).await {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     files.remove(&path);
@@ -376,9 +370,9 @@ impl Catalog {
             for (_, plugin) in after.into_values() {
                 set.insert(plugin);
             }
-            *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+            *self.current.write_unpoisoned() = Arc::new(set);
         }
-        *self.statuses.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(statuses);
+        *self.statuses.write_unpoisoned() = Arc::new(statuses);
         for c in &changes {
             log_change(c);
         }
@@ -645,13 +639,6 @@ async fn list_plugin_files(dir: &Path) -> Result<BTreeSet<PathBuf>, PluginError>
         path: dir.to_path_buf(),
         message: e.to_string(),
     })
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

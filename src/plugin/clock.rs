@@ -5,6 +5,7 @@
 //! pause it, so it lives with them; it also knows which plugin is running
 //! (the strategy, or a tool it invoked), to name the culprit of an overrun.
 
+use crate::sync::LockExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ impl StepClock {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// Starts the clock for a new step of `strategy`.

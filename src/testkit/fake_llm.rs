@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::LockExt;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -154,7 +155,7 @@ impl FakeLlm {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.script.lock().unwrap_or_else(|p| p.into_inner())
+        self.script.lock_unpoisoned()
     }
 
     pub fn push(&self, reply: Reply) -> &Self {
@@ -238,7 +239,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let (reply, id_base, prompt_tokens) = {
-        let mut s = script.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = script.lock_unpoisoned();
         if !s.no_recording {
             s.requests.push(request);
             s.auth.push(auth);

@@ -1,6 +1,7 @@
 //! Helpers for testing agents and plugins without a real model: a scripted
 //! OpenAI-compatible server on loopback. Used by agentd's own tests and
-//! benchmarks, and usable by plugin authors for theirs.
+//! benchmarks, and usable by plugin authors for theirs with the `testkit`
+//! feature; without it (the shipped binary) this module is not compiled.
 
 mod fake_llm;
 mod plugins;

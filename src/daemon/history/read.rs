@@ -10,6 +10,7 @@ use super::{schema, HistoryError};
 use crate::agent::{Message, Outcome, RunEvent};
 use crate::api::{EventLine, RunList, RunState, RunSummary, RunView};
 use crate::llm::Usage;
+use crate::sync::LockExt;
 
 /// Idle connections kept for reuse; more may be open at once when reads
 /// overlap, the extra ones are closed after use.
@@ -39,11 +40,7 @@ impl Readers {
         &self,
         f: impl FnOnce(&mut Reader<'_>) -> Result<T, HistoryError>,
     ) -> Result<T, HistoryError> {
-        let pooled = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .pop();
+        let pooled = self.idle.lock_unpoisoned().pop();
         let mut conn = match pooled {
             Some(conn) => conn,
             None => schema::open_reader(&self.path)?,
@@ -56,10 +53,7 @@ impl Readers {
             })
             // Dropping the read transaction rolls it back: nothing to keep.
         })();
-        let mut idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut idle = self.idle.lock_unpoisoned();
         // A connection left inside a transaction (its rollback failed) would
         // serve a stale snapshot forever: it is closed, not kept.
         if idle.len() < MAX_IDLE && conn.is_autocommit() {
