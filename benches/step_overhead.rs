@@ -9,9 +9,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentd::agent::{Agent, Message, Outcome, RunEvent, RunOptions, Runtime};
+use agentd::agent::{Agent, Outcome, RunEvent, RunOptions, Runtime};
+
+use agentd::chat::Message;
+use agentd::chat::{ToolChoice, ToolSpec};
 use agentd::config::AgentConfig;
-use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy, ToolChoice, ToolSpec};
+use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::NoSandbox;
 use agentd::testkit::stats::percentile;

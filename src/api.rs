@@ -14,8 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agent::settings::Source;
-use crate::agent::{Message, Outcome, RunEvent};
-use crate::llm::Usage;
+use crate::agent::{Outcome, RunEvent};
+use crate::chat::Message;
+use crate::chat::Usage;
 
 /// `POST /v1/runs`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentd::agent::{Message, Outcome, RunEvent};
+use agentd::agent::{Outcome, RunEvent};
+
 use agentd::api::{
     CacheStatus, CreateRun, EngineStatus, ErrorBody, ErrorDetail, EventLine, RunList, RunState,
     RunSummary, RunView, Status,
 };
-use agentd::llm::Usage;
+use agentd::chat::Message;
+use agentd::chat::Usage;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};

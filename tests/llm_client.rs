@@ -11,8 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use agentd::agent::{Message, Outcome, Role, RunOptions, RunRecord};
-use agentd::llm::{ChatRequest, FinishReason, LlmClient, LlmError, LlmSettings, ToolChoice};
+use agentd::agent::{Outcome, RunOptions, RunRecord};
+
+use agentd::chat::ToolChoice;
+use agentd::chat::{Message, Role};
+use agentd::llm::{ChatRequest, FinishReason, LlmClient, LlmError, LlmSettings};
 use agentd::testkit::{FakeLlm, Reply};
 use common::{tool_outputs, toolcall_agent, Harness};
 use serde_json::json;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use agentd::llm::ToolChoice;
+use agentd::chat::ToolChoice;
 use agentd::plugin::{Contract, EngineLimits, PluginHost, PluginKind, StrategyDefaults};
 use common::{
     built_plugins, plugins_dir, ALL_TEST_PLUGINS, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT,

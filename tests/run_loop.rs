@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use agentd::agent::stuck::STUCK_PROMPT;
 use agentd::agent::{AgentError, AgentState, Outcome, RunEvent, RunOptions};
+use agentd::chat::ToolChoice;
 use agentd::cli::exit;
 use agentd::config::AgentConfig;
-use agentd::llm::ToolChoice;
 use agentd::testkit::Reply;
 use common::{tool_outputs, toolcall_agent, Harness, TOOLCALL_NEXT_STEP_PROMPT};
 use tokio_util::sync::CancellationToken;

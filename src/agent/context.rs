@@ -12,12 +12,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::events::{EventSink, MessageSink, RunEvent};
 use super::memory::Memory;
-use super::message::{check_request, Message, MessageError, Role, ToolCall};
 use super::settings::RunSettings;
 use super::stuck::{self, is_stuck};
-use crate::llm::{
-    estimate_tokens, ChatRequest, ChatResponse, LlmClient, ToolChoice, ToolSpec, Usage,
-};
+use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
+use crate::chat::{ToolChoice, ToolSpec, Usage};
+use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
 use crate::plugin::run_host::{ChatFailure, RunHost, StepConfig};
 use crate::sync::LockExt;
 

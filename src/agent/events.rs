@@ -61,7 +61,7 @@ pub type EventSink = Arc<dyn Fn(&RunEvent) + Send + Sync>;
 /// Receives every message as it enters the run's memory, before the sliding
 /// window can drop it: the daemon stores the whole transcript this way, so a
 /// run that dies mid-way still has every message it produced.
-pub type MessageSink = Arc<dyn Fn(&super::message::Message) + Send + Sync>;
+pub type MessageSink = Arc<dyn Fn(&crate::chat::Message) + Send + Sync>;
 
 pub fn discard_events() -> EventSink {
     Arc::new(|_| {})

@@ -13,7 +13,7 @@
 //! the run outside the window, as the system prompt is: the memory is the
 //! request, then the newest messages.
 
-use super::message::{Message, MessageError, Role};
+use crate::chat::{Message, MessageError, Role};
 
 pub const DEFAULT_MAX_MESSAGES: usize = 100;
 
@@ -107,7 +107,7 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::{check_tool_pairing, ToolCall};
+    use crate::chat::{check_tool_pairing, ToolCall};
 
     fn call(id: &str) -> ToolCall {
         ToolCall {

@@ -12,13 +12,11 @@
 pub mod context;
 pub mod events;
 pub mod memory;
-pub mod message;
 pub mod outcome;
 pub mod run;
 pub mod settings;
 pub mod stuck;
 
 pub use events::{EventSink, MessageSink, RunEvent};
-pub use message::{Message, Role, ToolCall};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use run::{Agent, AgentError, RunOptions, Runtime};

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::message::Message;
-use crate::llm::Usage;
+use crate::chat::Message;
+use crate::chat::Usage;
 
 /// OpenManus restores IDLE in a `finally`, so FINISHED and ERROR are never
 /// seen by the caller. Every agentd run ends with one of these, recorded.

@@ -195,7 +195,7 @@ impl Agent {
         run_id: &str,
         settings: RunSettings,
         opts: &RunOptions,
-        tools: Vec<crate::llm::ToolSpec>,
+        tools: Vec<crate::chat::ToolSpec>,
     ) -> RunContext {
         RunContext::new(
             run_id.to_string(),

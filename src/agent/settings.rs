@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::chat::ToolChoice;
 use crate::config::AgentConfig;
-use crate::llm::ToolChoice;
 use crate::plugin::StrategyDefaults;
 
 /// Used when neither the agent's configuration nor its strategy sets a limit.

@@ -6,7 +6,7 @@
 //! arguments, ignoring the per-call ids, which are fresh every time).
 
 use super::memory::Memory;
-use super::message::{Message, Role};
+use crate::chat::{Message, Role};
 
 pub const STUCK_PROMPT: &str = "Observed duplicate responses. Consider new strategies and avoid repeating ineffective paths already attempted.";
 
@@ -87,7 +87,7 @@ pub fn prompt_with_warning(configured: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::ToolCall;
+    use crate::chat::ToolCall;
 
     fn step_with_call(m: &mut Memory, id: &str, args: &str) -> u64 {
         let mark = m.mark();

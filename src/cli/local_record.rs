@@ -9,8 +9,10 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::agent::{EventSink, Message, MessageSink, RunEvent, RunRecord};
+use crate::agent::{EventSink, MessageSink, RunEvent, RunRecord};
+
 use crate::api::{RunState, RunSummary, RunView};
+use crate::chat::Message;
 use crate::sync::LockExt;
 use crate::time::now_ms;
 

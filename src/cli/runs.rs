@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use crate::agent::Outcome;
     use crate::api::RunState;
-    use crate::llm::Usage;
+    use crate::chat::Usage;
 
     fn summary(id: &str, request: &str, outcome: Option<Outcome>) -> RunSummary {
         RunSummary {

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::table::{age, duration};
-use crate::agent::{Message, Role};
 use crate::api::{RunState, RunView};
+use crate::chat::{Message, Role};
 
 /// The header, every message in order, then the result. `now_ms` makes
 /// the ages testable.
@@ -95,9 +95,10 @@ fn message(m: &Message, call_names: &HashMap<&str, &str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{Outcome, ToolCall};
+    use crate::agent::Outcome;
     use crate::api::RunSummary;
-    use crate::llm::Usage;
+    use crate::chat::ToolCall;
+    use crate::chat::Usage;
 
     fn view() -> RunView {
         let mut unnamed = Message::tool("hi there", "c1", "x");

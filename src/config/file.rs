@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::llm::ToolChoice;
+use crate::chat::ToolChoice;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

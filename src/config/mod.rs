@@ -16,7 +16,8 @@ pub use paths::{client_socket_path, default_config_path, default_socket_path, SY
 
 use crate::agent::memory::DEFAULT_MAX_MESSAGES;
 use crate::agent::stuck::DEFAULT_DUPLICATE_THRESHOLD;
-use crate::llm::{LlmSettings, RetryPolicy, ToolChoice};
+use crate::chat::ToolChoice;
+use crate::llm::{LlmSettings, RetryPolicy};
 
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_CONCURRENT_RUNS: u32 = 64;

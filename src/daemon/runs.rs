@@ -20,8 +20,9 @@ use tracing::{info, warn, Instrument};
 use super::event_bus::EventBus;
 use super::event_log::EventLog;
 use super::history::History;
-use crate::agent::{Agent, Message, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
+use crate::agent::{Agent, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
+use crate::chat::Message;
 use crate::sync::LockExt;
 use crate::time::now_ms;
 

@@ -7,47 +7,7 @@ use tracing::{debug, warn};
 use super::error::LlmError;
 use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
 use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam};
-use crate::agent::message::{Message, Role};
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolChoice {
-    None,
-    #[default]
-    Auto,
-    Required,
-}
-
-impl ToolChoice {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolChoice::None => "none",
-            ToolChoice::Auto => "auto",
-            ToolChoice::Required => "required",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema, kept as text: it is open-ended and only the model reads it.
-    pub parameters: String,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, rhs: Usage) {
-        self.prompt_tokens += rhs.prompt_tokens;
-        self.completion_tokens += rhs.completion_tokens;
-    }
-}
+use crate::chat::{Message, Role, ToolChoice, ToolSpec, Usage};
 
 /// Resolved settings for one agent (`[llm]` overlaid with `[llm.<agent>]`).
 #[derive(Clone, Debug, PartialEq)]

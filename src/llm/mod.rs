@@ -9,7 +9,7 @@ mod wire;
 
 pub use client::{
     check_base_url, estimate_tokens, load_ca_file, ChatRequest, ChatResponse, FinishReason,
-    LlmClient, LlmSettings, ToolChoice, ToolSpec, Usage,
+    LlmClient, LlmSettings,
 };
 pub use error::LlmError;
 pub use retry::RetryPolicy;

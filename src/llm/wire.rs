@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::FinishReason;
-use crate::agent::message::Message;
+use crate::chat::Message;
 
 #[derive(Serialize)]
 pub(super) struct RequestBody<'a> {
@@ -83,7 +83,7 @@ pub(super) struct ErrorDetail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::Role;
+    use crate::chat::Role;
 
     #[test]
     fn nulls_in_the_envelope_are_absent() {

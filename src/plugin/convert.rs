@@ -3,8 +3,9 @@
 
 use super::bindings::types as wit;
 use super::bindings::v0_2::strategy::agentd::plugin::agent as wit_agent;
-use crate::agent::message::{Message, Role, ToolCall};
-use crate::llm::{FinishReason, ToolChoice, ToolSpec, Usage};
+use crate::chat::{Message, Role, ToolCall};
+use crate::chat::{ToolChoice, ToolSpec, Usage};
+use crate::llm::FinishReason;
 use crate::sandbox::SandboxError;
 
 pub fn role_from_wit(r: wit::Role) -> Role {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::bindings::Contract;
-use crate::llm::ToolChoice;
+use crate::chat::ToolChoice;
 
 /// Strategies and tools have separate namespaces (an agent names one
 /// strategy and a list of tools), so a plugin is identified by kind and name.

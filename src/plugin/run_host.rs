@@ -3,8 +3,9 @@
 //! the editor only through delegate traits), so the plugin host never knows
 //! the loop's types and the loop never knows wasmtime's.
 
-use crate::agent::message::{Message, MessageError, ToolCall};
-use crate::llm::{ChatResponse, ToolChoice, ToolSpec};
+use crate::chat::{Message, MessageError, ToolCall};
+use crate::chat::{ToolChoice, ToolSpec};
+use crate::llm::ChatResponse;
 
 /// The agent's configuration as it applies to the step being executed: the
 /// strategy world's `agent-config`, in the host's types.

@@ -18,7 +18,7 @@ use super::convert::error;
 use super::meta::PluginMeta;
 use super::store::new_store;
 use super::tool_host::ToolState;
-use crate::llm::ToolSpec;
+use crate::chat::ToolSpec;
 use crate::sandbox::Sandbox;
 
 /// A loaded tool: what it said about itself at load time (its spec is what

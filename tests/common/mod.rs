@@ -158,7 +158,7 @@ pub fn tool_outputs(record: &agentd::agent::RunRecord) -> Vec<String> {
     record
         .messages
         .iter()
-        .filter(|m| m.role == agentd::agent::Role::Tool)
+        .filter(|m| m.role == agentd::chat::Role::Tool)
         .map(|m| m.content_str().to_string())
         .collect()
 }

@@ -29,8 +29,8 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use crate::agent::Message;
 use crate::api::{EventLine, RunList, RunSummary, RunView};
+use crate::chat::Message;
 
 use read::Readers;
 use writer::{Op, Write};

@@ -7,9 +7,10 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{schema, HistoryError};
-use crate::agent::{Message, Outcome, RunEvent};
+use crate::agent::{Outcome, RunEvent};
 use crate::api::{EventLine, RunList, RunState, RunSummary, RunView};
-use crate::llm::Usage;
+use crate::chat::Message;
+use crate::chat::Usage;
 use crate::sync::LockExt;
 
 /// Idle connections kept for reuse; more may be open at once when reads

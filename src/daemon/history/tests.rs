@@ -1,9 +1,10 @@
 use std::time::Instant;
 
 use super::*;
-use crate::agent::{Outcome, RunEvent, ToolCall};
+use crate::agent::{Outcome, RunEvent};
 use crate::api::RunState;
-use crate::llm::Usage;
+use crate::chat::ToolCall;
+use crate::chat::Usage;
 
 fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
     let ended = state == RunState::Ended;
