@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agentd::config::SandboxConfig;
 use agentd::sandbox::docker::DockerSandboxProvider;
 use agentd::sandbox::Sandbox;
+use agentd::sandbox::SandboxConfig;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use futures::StreamExt;

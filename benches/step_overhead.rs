@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use agentd::agent::{Agent, Outcome, RunEvent, RunOptions, Runtime};
 
+use agentd::agent::AgentConfig;
 use agentd::chat::Message;
 use agentd::chat::{ToolChoice, ToolSpec};
-use agentd::config::AgentConfig;
 use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::NoSandbox;

@@ -8,8 +8,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentd::agent::AgentConfig;
 use agentd::agent::{Outcome, RunEvent, RunOptions};
-use agentd::config::AgentConfig;
 use agentd::testkit::Reply;
 use common::{tool_outputs, Harness, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
 

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentd::agent::stuck::STUCK_PROMPT;
+use agentd::agent::AgentConfig;
 use agentd::agent::{AgentError, AgentState, Outcome, RunEvent, RunOptions};
 use agentd::chat::ToolChoice;
 use agentd::cli::exit;
-use agentd::config::AgentConfig;
 use agentd::testkit::Reply;
 use common::{tool_outputs, toolcall_agent, Harness, TOOLCALL_NEXT_STEP_PROMPT};
 use tokio_util::sync::CancellationToken;

@@ -9,8 +9,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentd::config::SandboxConfig;
 use agentd::sandbox::docker::{DockerSandbox, DockerSandboxProvider, LABEL_MANAGED, LABEL_RUN};
+use agentd::sandbox::SandboxConfig;
 use agentd::sandbox::{CommandSpec, Sandbox, SandboxError, SandboxProvider};
 use bollard::models::ContainerSummary;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;

@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentd::agent::AgentConfig;
 use agentd::agent::{Outcome, RunOptions};
-use agentd::config::{AgentConfig, SandboxConfig};
 use agentd::sandbox::docker::DockerSandboxProvider;
+use agentd::sandbox::SandboxConfig;
 use agentd::sandbox::SandboxProvider;
 use agentd::testkit::Reply;
 use bollard::Docker;

@@ -20,3 +20,4 @@ pub mod stuck;
 pub use events::{EventSink, MessageSink, RunEvent};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use run::{Agent, AgentError, RunOptions, Runtime};
+pub use settings::AgentConfig;

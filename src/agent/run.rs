@@ -12,7 +12,7 @@ use super::context::{NextStep, RunContext};
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::settings::{resolve, RunSettings};
-use crate::config::AgentConfig;
+use crate::agent::AgentConfig;
 use crate::llm::LlmClient;
 use crate::plugin::session::{StepEnd, StrategySession};
 use crate::plugin::PluginHost;

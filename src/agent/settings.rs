@@ -6,9 +6,49 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::memory::DEFAULT_MAX_MESSAGES;
+use super::stuck::DEFAULT_DUPLICATE_THRESHOLD;
 use crate::chat::ToolChoice;
-use crate::config::AgentConfig;
 use crate::plugin::StrategyDefaults;
+
+/// An agent as configured (`[agents.X]` over the bundled presets): what it
+/// runs and what it overrides of its strategy's defaults. Owned here; the
+/// `config` module builds it from the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub name: String,
+    pub strategy: String,
+    pub tools: Vec<String>,
+    /// This and the other `Option`s below: `None` defers to the strategy's
+    /// default, then to the daemon's (`agent::settings`). A prompt set to
+    /// `""` sends no prompt even when the strategy has one.
+    pub system_prompt: Option<String>,
+    pub next_step_prompt: Option<String>,
+    pub max_steps: Option<u32>,
+    pub max_observe: Option<u32>,
+    pub duplicate_threshold: u32,
+    pub max_messages: u32,
+    pub tool_choice: Option<ToolChoice>,
+    pub special_tools: Option<Vec<String>>,
+}
+
+impl AgentConfig {
+    pub fn with_defaults(name: &str) -> Self {
+        AgentConfig {
+            name: name.into(),
+            strategy: "toolcall".into(),
+            tools: vec!["terminate".into()],
+            system_prompt: None,
+            next_step_prompt: None,
+            max_steps: None,
+            max_observe: None,
+            duplicate_threshold: DEFAULT_DUPLICATE_THRESHOLD as u32,
+            max_messages: DEFAULT_MAX_MESSAGES as u32,
+            tool_choice: None,
+            special_tools: None,
+        }
+    }
+}
 
 /// Used when neither the agent's configuration nor its strategy sets a limit.
 pub const DAEMON_DEFAULT_MAX_STEPS: u32 = 10;

@@ -1,5 +1,8 @@
 //! Configuration: one TOML file, OpenManus-compatible where OpenManus has the
-//! key, resolved into plain structs the rest of agentd uses.
+//! key. This module only parses, layers and checks it, and builds the
+//! settings types each subsystem owns (`agent::AgentConfig`,
+//! `sandbox::SandboxConfig`, `daemon::settings::DaemonConfig`,
+//! `llm::LlmSettings`): it sits on top, so no subsystem depends on it.
 
 mod bundled;
 mod file;
@@ -14,18 +17,13 @@ pub use bundled::{MANUS_NEXT_STEP_PROMPT, MANUS_SYSTEM_PROMPT};
 use file::{AgentKeys, FileConfig, LlmKeys};
 pub use paths::{client_socket_path, default_config_path, default_socket_path, SYSTEM_SOCKET};
 
-use crate::agent::memory::DEFAULT_MAX_MESSAGES;
-use crate::agent::stuck::DEFAULT_DUPLICATE_THRESHOLD;
-use crate::chat::ToolChoice;
+use crate::agent::AgentConfig;
+use crate::daemon::settings::{
+    DaemonConfig, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT,
+};
 use crate::llm::{LlmSettings, RetryPolicy};
-
-pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
-pub const DEFAULT_MAX_CONCURRENT_RUNS: u32 = 64;
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// A month of history is enough to debug last week's runs without letting
-/// the database grow forever on a busy server.
-pub const DEFAULT_HISTORY_DAYS: u32 = 30;
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
+use crate::sandbox::SandboxConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -59,103 +57,23 @@ pub struct LlmConfig {
     overrides: BTreeMap<String, LlmKeys>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct DaemonConfig {
-    pub plugins_dir: PathBuf,
-    pub state_dir: PathBuf,
-    pub socket: Option<PathBuf>,
-    pub step_timeout: Duration,
-    pub max_concurrent_runs: u32,
-    pub socket_group: Option<String>,
-    pub shutdown_grace: Duration,
-    /// 0 keeps every run.
-    pub history_days: u32,
-    pub max_request_bytes: usize,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SandboxConfig {
-    pub image: String,
-    pub work_dir: String,
-    pub memory_limit: String,
-    pub cpu_limit: f64,
-    pub timeout: Duration,
-    pub network_enabled: bool,
-    pub pids_limit: i64,
-    pub docker_host: Option<String>,
-    pub create_on_start: bool,
-    pub output_limit: usize,
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        SandboxConfig {
-            image: "agentd-sandbox:latest".into(),
-            work_dir: "/workspace".into(),
-            memory_limit: "512m".into(),
-            cpu_limit: 1.0,
-            timeout: Duration::from_secs(300),
-            network_enabled: false,
-            pids_limit: 256,
-            docker_host: None,
-            create_on_start: false,
-            output_limit: 1 << 20,
-        }
+/// An `[agents.X]` table's keys over `agent`, key by key.
+fn apply_agent_keys(agent: &mut AgentConfig, k: &AgentKeys) {
+    macro_rules! set {
+        ($($f:ident),*) => { $(if let Some(v) = &k.$f { agent.$f = v.clone(); })* };
     }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentConfig {
-    pub name: String,
-    pub strategy: String,
-    pub tools: Vec<String>,
-    /// This and the other `Option`s below: `None` defers to the strategy's
-    /// default, then to the daemon's (`agent::settings`). A prompt set to
-    /// `""` sends no prompt even when the strategy has one.
-    pub system_prompt: Option<String>,
-    pub next_step_prompt: Option<String>,
-    pub max_steps: Option<u32>,
-    pub max_observe: Option<u32>,
-    pub duplicate_threshold: u32,
-    pub max_messages: u32,
-    pub tool_choice: Option<ToolChoice>,
-    pub special_tools: Option<Vec<String>>,
-}
-
-impl AgentConfig {
-    pub fn with_defaults(name: &str) -> Self {
-        AgentConfig {
-            name: name.into(),
-            strategy: "toolcall".into(),
-            tools: vec!["terminate".into()],
-            system_prompt: None,
-            next_step_prompt: None,
-            max_steps: None,
-            max_observe: None,
-            duplicate_threshold: DEFAULT_DUPLICATE_THRESHOLD as u32,
-            max_messages: DEFAULT_MAX_MESSAGES as u32,
-            tool_choice: None,
-            special_tools: None,
-        }
+    macro_rules! set_opt {
+        ($($f:ident),*) => { $(if let Some(v) = &k.$f { agent.$f = Some(v.clone()); })* };
     }
-
-    fn apply(&mut self, k: &AgentKeys) {
-        macro_rules! set {
-            ($($f:ident),*) => { $(if let Some(v) = &k.$f { self.$f = v.clone(); })* };
-        }
-        macro_rules! set_opt {
-            ($($f:ident),*) => { $(if let Some(v) = &k.$f { self.$f = Some(v.clone()); })* };
-        }
-        set!(strategy, tools, duplicate_threshold, max_messages);
-        set_opt!(
-            system_prompt,
-            next_step_prompt,
-            max_steps,
-            max_observe,
-            tool_choice,
-            special_tools
-        );
-    }
+    set!(strategy, tools, duplicate_threshold, max_messages);
+    set_opt!(
+        system_prompt,
+        next_step_prompt,
+        max_steps,
+        max_observe,
+        tool_choice,
+        special_tools
+    );
 }
 
 impl Config {
@@ -286,7 +204,7 @@ impl Config {
             let agent = agents
                 .entry(name.clone())
                 .or_insert_with(|| AgentConfig::with_defaults(name));
-            agent.apply(keys);
+            apply_agent_keys(agent, keys);
         }
         for agent in agents.values() {
             if agent.max_steps == Some(0) {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::chat::ToolChoice;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(text, Path::new("/etc/agentd/agentd.toml"))

@@ -14,6 +14,7 @@ mod peer;
 mod plugin_events;
 mod routes;
 mod runs;
+pub mod settings;
 mod state;
 mod systemd;
 

@@ -10,6 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub mod docker;
+mod settings;
+
+pub use settings::SandboxConfig;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSpec {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use agentd::agent::AgentConfig;
 use agentd::agent::{Agent, Runtime};
-use agentd::config::AgentConfig;
 use agentd::llm::{LlmClient, LlmSettings, RetryPolicy};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::{NoSandbox, SandboxProvider};

@@ -9,7 +9,7 @@ use bollard::Docker;
 
 use super::engine::{chain, is_no_such_container, is_unreachable, unreachable};
 use super::scripts;
-use crate::config::SandboxConfig;
+use crate::sandbox::SandboxConfig;
 use crate::sandbox::SandboxError;
 
 /// Set to `true` on every container agentd creates: what the orphan reaper

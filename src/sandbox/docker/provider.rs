@@ -12,7 +12,7 @@ use super::engine::{self, Host, PROBE_TIMEOUT};
 use super::owner::Owner;
 use super::reaper;
 use super::sandbox::DockerSandbox;
-use crate::config::SandboxConfig;
+use crate::sandbox::SandboxConfig;
 use crate::sandbox::{Sandbox, SandboxError, SandboxProvider};
 
 /// Files larger than this are refused by `read_file` unless changed with
