@@ -85,6 +85,29 @@ pub struct RunSummary {
     pub ended_at_ms: Option<i64>,
 }
 
+impl RunSummary {
+    /// A run just created, not started: the daemon's and `run --local`'s
+    /// records begin the same way.
+    pub fn queued(id: &str, seq: i64, agent: &str, request: &str) -> Self {
+        RunSummary {
+            id: id.to_string(),
+            seq,
+            agent: agent.to_string(),
+            request: request.to_string(),
+            state: RunState::Queued,
+            outcome: None,
+            steps: 0,
+            max_steps: None,
+            result: None,
+            error: None,
+            usage: Default::default(),
+            created_at_ms: crate::time::now_ms(),
+            started_at_ms: None,
+            ended_at_ms: None,
+        }
+    }
+}
+
 /// `GET /v1/runs/{id}`: the summary plus every message of the run in order
 /// (the whole transcript, not only the memory window the model saw last).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

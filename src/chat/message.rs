@@ -48,6 +48,10 @@ pub enum MessageError {
     /// OpenAI answers 400 to `{"role": "assistant", "content": null}`.
     #[error("an `assistant` message must carry content or tool calls (an empty string counts as content)")]
     AssistantWithoutContent,
+    /// OpenAI answers 400 to a `user`, `system` or `tool` message whose
+    /// content is `null`.
+    #[error("a `{0}` message must carry content (an empty string counts)")]
+    WithoutContent(Role),
     #[error("only `assistant` messages may carry tool calls, not `{0}`")]
     ToolCallsOnWrongRole(Role),
     /// There is no memory to add to (a plugin probed at load time).
@@ -143,6 +147,9 @@ impl Message {
         }
         if self.role == Role::Assistant && self.content.is_none() && self.tool_calls.is_empty() {
             return Err(MessageError::AssistantWithoutContent);
+        }
+        if self.role != Role::Assistant && self.content.is_none() {
+            return Err(MessageError::WithoutContent(self.role));
         }
         if self.role != Role::Assistant && !self.tool_calls.is_empty() {
             return Err(MessageError::ToolCallsOnWrongRole(self.role));
@@ -647,6 +654,12 @@ mod tests {
             Message::assistant("").validate(),
             Ok(()),
             "empty text is content"
+        );
+        let mut user = Message::user("u");
+        user.content = None;
+        assert_eq!(
+            user.validate(),
+            Err(MessageError::WithoutContent(Role::User))
         );
 
         assert!(check_request(&[]).unwrap_err().contains("no messages"));

@@ -26,22 +26,7 @@ impl LocalRecord {
     /// the daemon's history, and a local run is in none.
     pub fn new(id: &str, agent: &str, request: &str) -> Arc<Self> {
         Arc::new(LocalRecord {
-            summary: Mutex::new(RunSummary {
-                id: id.to_string(),
-                seq: 0,
-                agent: agent.to_string(),
-                request: request.to_string(),
-                state: RunState::Queued,
-                outcome: None,
-                steps: 0,
-                max_steps: None,
-                result: None,
-                error: None,
-                usage: Default::default(),
-                created_at_ms: now_ms(),
-                started_at_ms: None,
-                ended_at_ms: None,
-            }),
+            summary: Mutex::new(RunSummary::queued(id, 0, agent, request)),
             messages: Mutex::new(Vec::new()),
         })
     }

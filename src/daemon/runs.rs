@@ -117,22 +117,8 @@ impl RunManager {
             return None;
         }
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let summary = RunSummary {
-            id: id.clone(),
-            seq: self.history.next_seq(),
-            agent: agent.config().name.clone(),
-            request: request.clone(),
-            state: RunState::Queued,
-            outcome: None,
-            steps: 0,
-            max_steps: None,
-            result: None,
-            error: None,
-            usage: Default::default(),
-            created_at_ms: now_ms(),
-            started_at_ms: None,
-            ended_at_ms: None,
-        };
+        let summary =
+            RunSummary::queued(&id, self.history.next_seq(), &agent.config().name, &request);
         let run = Arc::new(LiveRun {
             id: id.clone(),
             summary: Mutex::new(summary.clone()),

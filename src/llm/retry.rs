@@ -71,8 +71,10 @@ impl RetryPolicy {
     }
 
     /// Whether `error` is retried given the retries already spent, and after
-    /// how long. A server's `Retry-After` is honoured exactly (it knows when
-    /// it will have room) as long as it is within `max_wait`.
+    /// how long. A server's `Retry-After` is honoured (it knows when it will
+    /// have room) as long as it is within `max_wait`, plus a random spread of
+    /// up to one backoff step: runs refused by one 429 together must not all
+    /// come back at the same instant.
     pub(crate) fn next(&self, error: LlmError, spent: &mut Attempts) -> Next {
         if !error.is_retryable() {
             return Next::Fail(error);
@@ -105,7 +107,10 @@ impl RetryPolicy {
                     other => other,
                 })
             }
-            Some(asked) => asked,
+            Some(asked) => {
+                let spread = self.backoff(attempt);
+                asked.saturating_add(spread).min(self.max_wait.max(asked))
+            }
             None => self.backoff(attempt),
         };
         spent.retries += 1;
@@ -245,12 +250,20 @@ mod tests {
     fn retry_after_is_honoured_up_to_max_wait() {
         let p = policy();
         let asked = Duration::from_secs(4);
-        match p.next(status(429, Some(asked)), &mut Attempts::default()) {
-            Next::Retry { delay, .. } => {
-                assert_eq!(delay, asked, "above max_backoff, within max_wait")
+        let mut delays = Vec::new();
+        for _ in 0..50 {
+            match p.next(status(429, Some(asked)), &mut Attempts::default()) {
+                Next::Retry { delay, .. } => delays.push(delay),
+                other => panic!("expected a retry, got {other:?}"),
             }
-            other => panic!("expected a retry, got {other:?}"),
         }
+        // Never earlier than asked, never past max_wait, and spread: runs
+        // refused together do not come back together.
+        assert!(
+            delays.iter().all(|d| *d >= asked && *d <= p.max_wait),
+            "{delays:?}"
+        );
+        assert!(delays.iter().any(|d| *d != delays[0]), "{delays:?}");
         match p.next(
             status(429, Some(Duration::from_secs(6))),
             &mut Attempts::default(),

@@ -162,6 +162,11 @@ async fn within_probe_timeout<T>(
 ) -> Result<T, String> {
     tokio::time::timeout(PROBE_TIMEOUT, probe)
         .await
-        .map_err(|_| "metadata() did not answer in time".to_string())?
-        .map_err(|e| format!("metadata() failed: {e:#}"))
+        .map_err(|_| {
+            "the load-time probe (metadata(), then defaults() or spec()) did not answer in time"
+                .to_string()
+        })?
+        .map_err(|e| {
+            format!("the load-time probe (metadata(), then defaults() or spec()) failed: {e:#}")
+        })
 }
