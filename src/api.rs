@@ -88,6 +88,18 @@ pub struct RunSummary {
 impl RunSummary {
     /// A run just created, not started: the daemon's and `run --local`'s
     /// records begin the same way.
+    /// Marks the run ended with what the agent returned; the daemon and
+    /// `run --local` record an ending the same way.
+    pub fn end(&mut self, record: &crate::agent::RunRecord) {
+        self.state = RunState::Ended;
+        self.outcome = Some(record.outcome);
+        self.steps = record.steps;
+        self.result = Some(record.result.clone());
+        self.error = record.error.clone();
+        self.usage = record.usage;
+        self.ended_at_ms = Some(crate::time::now_ms());
+    }
+
     pub fn queued(id: &str, seq: i64, agent: &str, request: &str) -> Self {
         RunSummary {
             id: id.to_string(),

@@ -74,13 +74,7 @@ impl LocalRecord {
     pub fn finish(&self, record: &RunRecord) -> RunView {
         let summary = {
             let mut s = self.summary();
-            s.state = RunState::Ended;
-            s.outcome = Some(record.outcome);
-            s.steps = record.steps;
-            s.result = Some(record.result.clone());
-            s.error = record.error.clone();
-            s.usage = record.usage;
-            s.ended_at_ms = Some(now_ms());
+            s.end(record);
             s.clone()
         };
         RunView {

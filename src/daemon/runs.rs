@@ -205,15 +205,7 @@ impl RunManager {
     /// Records the end, publishes `run_ended`, waits until it is on disk,
     /// and only then lets the run leave memory.
     async fn finish(&self, run: &Arc<LiveRun>, record: RunRecord) {
-        let ended = run.update(|s| {
-            s.state = RunState::Ended;
-            s.outcome = Some(record.outcome);
-            s.steps = record.steps;
-            s.result = Some(record.result.clone());
-            s.error = record.error.clone();
-            s.usage = record.usage;
-            s.ended_at_ms = Some(now_ms());
-        });
+        let ended = run.update(|s| s.end(&record));
         self.history.save_run(&ended);
         self.publish(
             run,
