@@ -14,6 +14,7 @@ use agentd::sandbox::{NoSandbox, SandboxProvider};
 use agentd::testkit::FakeLlm;
 
 pub mod daemon;
+pub mod fault;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
