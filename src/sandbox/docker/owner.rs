@@ -29,7 +29,13 @@ pub enum Ownership {
     Dead,
     /// Made on another host (a shared remote engine): nothing can be known.
     OtherHost,
-    /// No or unreadable label (made by an older agentd): treated as an orphan.
+    /// Made on this host by a process that exists but whose `/proc` entry
+    /// this process cannot read (`hidepid`, `ProtectProc=invisible`), so
+    /// whether it is the same process cannot be told: left alone, since
+    /// removing a live run's sandbox is worse than leaving an orphan.
+    Unverifiable,
+    /// No or unreadable label: not made by this agentd (or by one before
+    /// owner labels), so it is left alone and reported, never removed.
     Unlabelled,
 }
 
@@ -68,11 +74,33 @@ impl Owner {
         if other.host != self.host {
             return Ownership::OtherHost;
         }
-        match start_time(other.pid) {
-            Some(start) if start == other.start => Ownership::AliveElsewhere,
-            _ => Ownership::Dead,
-        }
+        judge(&other, start_time(other.pid), || pid_exists(other.pid))
     }
+}
+
+/// Decides from what `/proc` showed (`seen`: the start time of the process
+/// now holding the pid, if readable) and, when `/proc` showed nothing,
+/// whether a process with that pid exists at all (`kill(pid, 0)` works
+/// where `/proc` is hidden).
+fn judge(owner: &Owner, seen: Option<u64>, exists: impl FnOnce() -> bool) -> Ownership {
+    match seen {
+        Some(start) if start == owner.start => Ownership::AliveElsewhere,
+        // The pid was recycled by another process: the owner is gone.
+        Some(_) => Ownership::Dead,
+        None if exists() => Ownership::Unverifiable,
+        None => Ownership::Dead,
+    }
+}
+
+/// Whether any process has this pid: `kill(pid, 0)` succeeds, or fails with
+/// `EPERM` for another user's process; only `ESRCH` means there is none.
+fn pid_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 sends nothing; kill has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 impl fmt::Display for Owner {
@@ -133,5 +161,21 @@ mod tests {
         assert_eq!(me.classify(Some(&remote.to_string())), Ownership::OtherHost);
         assert_eq!(me.classify(None), Ownership::Unlabelled);
         assert_eq!(me.classify(Some("garbage")), Ownership::Unlabelled);
+    }
+
+    #[test]
+    fn an_owner_hidden_from_proc_is_left_alone_unless_its_pid_is_free() {
+        let me = Owner::current();
+        // `/proc/<pid>` unreadable (hidepid) but the pid is taken: cannot
+        // be told from the owner, so it is not an orphan.
+        assert_eq!(judge(&me, None, || true), Ownership::Unverifiable);
+        assert_eq!(judge(&me, None, || false), Ownership::Dead);
+        assert_eq!(
+            judge(&me, Some(me.start), || false),
+            Ownership::AliveElsewhere
+        );
+        assert_eq!(judge(&me, Some(me.start + 1), || true), Ownership::Dead);
+        assert!(pid_exists(std::process::id()));
+        assert!(!pid_exists(4_194_300));
     }
 }

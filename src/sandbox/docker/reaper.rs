@@ -31,8 +31,14 @@ pub(crate) async fn reap(
         let owner = c.labels.as_ref().and_then(|l| l.get(LABEL_OWNER));
         let orphan = match me.classify(owner.map(String::as_str)) {
             Ownership::Ours => !run.is_some_and(|r| live.iter().any(|l| l == r)),
-            Ownership::Dead | Ownership::Unlabelled => true,
-            Ownership::AliveElsewhere | Ownership::OtherHost => false,
+            Ownership::Dead => true,
+            Ownership::Unlabelled => {
+                tracing::warn!(container = ?c.id, names = ?c.names,
+                    "a container labelled {LABEL_MANAGED}=true has no owner label, so it was not \
+                     made by this agentd; leaving it (remove it with `docker rm -f` if it is an orphan)");
+                false
+            }
+            Ownership::AliveElsewhere | Ownership::OtherHost | Ownership::Unverifiable => false,
         };
         if !orphan {
             continue;
