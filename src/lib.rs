@@ -1,6 +1,7 @@
 //! agentd: a daemon that hosts LLM agents whose `step()` strategies and
 //! tools are WebAssembly components. See `ARCHITECTURE.md` for the map.
 
+#[warn(missing_docs)]
 pub mod agent;
 pub mod api;
 pub mod chat;
@@ -8,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod llm;
+#[warn(missing_docs)]
 pub mod plugin;
 pub mod sandbox;
 pub mod sync;

@@ -20,7 +20,11 @@ use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
 use crate::plugin::run_host::{ChatFailure, RunHost, StepConfig};
 use crate::sync::LockExt;
 
+/// One run's state outside the wasm store, and the strategy host's view of
+/// the run ([`RunHost`]): it outlives a trap or timeout, so the record can
+/// still be built from it.
 pub struct RunContext {
+    /// The run's id, copied into its record.
     pub run_id: String,
     /// The agent's configuration layered over its strategy's defaults.
     pub settings: RunSettings,
@@ -49,7 +53,12 @@ struct RunState {
 /// What the loop does next, decided under one lock.
 pub enum NextStep {
     /// A step to run, with the memory mark it started at.
-    Step { step: u32, mark: u64 },
+    Step {
+        /// The 1-based number of the step to run.
+        step: u32,
+        /// The memory mark before the step, for stuck detection.
+        mark: u64,
+    },
     /// The run was finished (a special tool, the strategy, the budget).
     Finished,
     /// The step limit was reached; the `Terminated` line is recorded.
@@ -58,19 +67,29 @@ pub enum NextStep {
 
 /// What the loop learns when it records a step.
 pub struct Recorded {
+    /// The step repeated an earlier action (`agent::stuck`); the next step's
+    /// prompt carries the warning.
     pub stuck: bool,
+    /// The token budget refused a request during the step: the run ends as
+    /// `token_limit`.
     pub token_limited: bool,
 }
 
 /// Everything the run record needs, read under one lock.
 pub struct Final {
+    /// Steps begun, including a last one that failed.
     pub steps: u32,
+    /// One line per step (`Step N: ...`), plus `Terminated: ...` at the limit.
     pub results: Vec<String>,
+    /// The memory at the end: the pinned request, then the window.
     pub messages: Vec<Message>,
+    /// Token usage summed over every chat call of the run.
     pub usage: Usage,
 }
 
 impl RunContext {
+    /// A run with an empty memory at step 0; `messages`, when set, receives
+    /// every message as it enters memory (the transcript the window may drop).
     pub fn new(
         run_id: String,
         settings: RunSettings,
@@ -106,10 +125,12 @@ impl RunContext {
         self.state.lock_unpoisoned()
     }
 
+    /// Hands `event` to the run's event sink.
     pub fn emit(&self, event: RunEvent) {
         (self.events)(&event);
     }
 
+    /// The resolved step limit (at least 1).
     pub fn max_steps(&self) -> u32 {
         self.settings.max_steps
     }
@@ -146,6 +167,8 @@ impl RunContext {
         }
     }
 
+    /// Whether the input-token budget has refused a request in this run; the
+    /// loop then ends it as `token_limit` even if the strategy failed.
     pub fn token_limited(&self) -> bool {
         self.lock().token_limit.is_some()
     }
@@ -166,6 +189,7 @@ impl RunContext {
         }
     }
 
+    /// Steps, step results, memory and usage, read together for the run record.
     pub fn final_state(&self) -> Final {
         let st = self.lock();
         Final {

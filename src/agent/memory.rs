@@ -15,8 +15,11 @@
 
 use crate::chat::{Message, MessageError, Role};
 
+/// The window size an agent gets when it sets none (`max_messages`).
 pub const DEFAULT_MAX_MESSAGES: usize = 100;
 
+/// A run's messages: the pinned request, then a window of the newest
+/// messages that is only ever cut where no tool-call group is split.
 #[derive(Debug, Clone)]
 pub struct Memory {
     /// The run's request: never trimmed, always first.
@@ -27,6 +30,8 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// An empty memory keeping at most `max_messages` (at least 1) besides the
+    /// pinned request.
     pub fn new(max_messages: usize) -> Self {
         Memory {
             request: None,
@@ -43,6 +48,8 @@ impl Memory {
         Ok(())
     }
 
+    /// Adds a message at the end and trims the window; refuses (and keeps
+    /// nothing) a message that fails [`Message::validate`].
     pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
         message.validate()?;
         self.entries.push((self.next_serial, message));
@@ -77,10 +84,12 @@ impl Memory {
             .chain(self.entries.iter().map(|(_, m)| m))
     }
 
+    /// Messages held: the pinned request, if any, plus the window.
     pub fn len(&self) -> usize {
         usize::from(self.request.is_some()) + self.entries.len()
     }
 
+    /// Whether the memory holds no message at all.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -22,21 +22,33 @@ use crate::sync::LockExt;
 
 /// What every run of every agent shares.
 pub struct Runtime {
+    /// The plugin host; each run resolves its plugins from one snapshot of it.
     pub plugins: Arc<PluginHost>,
+    /// Makes each run's sandbox, which the run destroys however it ends.
     pub sandboxes: Arc<dyn SandboxProvider>,
     /// How long one step (strategy plus the tools it calls) may take.
     pub step_timeout: Duration,
 }
 
+/// Why [`Agent::run`] refused to start; a run that starts always returns a
+/// [`RunRecord`], whatever its outcome.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AgentError {
+    /// The agent is already running (runs of one agent are sequential); the
+    /// message names the state it was in.
     #[error("Cannot run agent from state: {0:?}")]
     NotIdle(AgentState),
 }
 
+/// What the caller supplies for one run besides the request.
 pub struct RunOptions {
+    /// The run's id; `None` generates a UUID. The daemon sets it to the id
+    /// it already gave the client.
     pub run_id: Option<String>,
+    /// Cancels the run (outcome `cancelled`); the run uses a child token, so
+    /// its own ending never cancels the caller's.
     pub cancel: CancellationToken,
+    /// Receives the run's events as they happen; the default discards them.
     pub events: EventSink,
     /// Every message as it is added; `None` when nobody keeps a transcript.
     pub messages: Option<MessageSink>,
@@ -71,6 +83,7 @@ struct Resolved {
 }
 
 impl Agent {
+    /// An idle agent; `llm` is the client its runs send chat requests through.
     pub fn new(config: AgentConfig, llm: LlmClient, runtime: Arc<Runtime>) -> Self {
         Agent {
             config,
@@ -81,10 +94,12 @@ impl Agent {
         }
     }
 
+    /// The configuration the agent was made with.
     pub fn config(&self) -> &AgentConfig {
         &self.config
     }
 
+    /// `Running` during [`Agent::run`], `Idle` otherwise.
     pub fn state(&self) -> AgentState {
         *self.state.lock_unpoisoned()
     }
@@ -95,6 +110,10 @@ impl Agent {
         *self.last_outcome.lock_unpoisoned()
     }
 
+    /// Runs `request` to an ending and returns its record. Refuses only when
+    /// the agent is already running; every other failure (plugin not loaded,
+    /// sandbox down, trap, timeout) is the record's `error` outcome. The run's
+    /// sandbox is destroyed on every path, including when this future is dropped.
     pub async fn run(&self, request: &str, opts: RunOptions) -> Result<RunRecord, AgentError> {
         {
             let mut state = self.state.lock_unpoisoned();

@@ -16,23 +16,40 @@ use crate::plugin::StrategyDefaults;
 /// `config` module builds it from the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
+    /// The agent's name: the `X` of `[agents.X]`, how run requests and records
+    /// refer to it.
     pub name: String,
+    /// The strategy plugin that decides its steps (default `toolcall`).
     pub strategy: String,
+    /// The tool plugins its runs may call, by name (default `["terminate"]`);
+    /// a run whose tool is not loaded ends as `error`.
     pub tools: Vec<String>,
     /// This and the other `Option`s below: `None` defers to the strategy's
     /// default, then to the daemon's (`agent::settings`). A prompt set to
     /// `""` sends no prompt even when the strategy has one.
     pub system_prompt: Option<String>,
+    /// Added as a `user` message before each step's request.
     pub next_step_prompt: Option<String>,
+    /// The run's step limit.
     pub max_steps: Option<u32>,
+    /// Truncate tool observations to this many characters; handed to the
+    /// strategy, which applies it.
     pub max_observe: Option<u32>,
+    /// How many earlier copies of an action make a step stuck (default 2);
+    /// 0 turns stuck detection off. Not layered: no strategy sets it.
     pub duplicate_threshold: u32,
+    /// The memory window, in messages besides the pinned request (default 100,
+    /// at least 1). Not layered: no strategy sets it.
     pub max_messages: u32,
+    /// How the model may use tools in the strategy's requests.
     pub tool_choice: Option<ToolChoice>,
+    /// Tools whose successful execution finishes the run.
     pub special_tools: Option<Vec<String>>,
 }
 
 impl AgentConfig {
+    /// An agent named `name` running `toolcall` with `terminate`, deferring
+    /// every layered setting to the strategy.
     pub fn with_defaults(name: &str) -> Self {
         AgentConfig {
             name: name.into(),
@@ -52,7 +69,9 @@ impl AgentConfig {
 
 /// Used when neither the agent's configuration nor its strategy sets a limit.
 pub const DAEMON_DEFAULT_MAX_STEPS: u32 = 10;
+/// Used when neither the agent nor its strategy sets a tool choice.
 pub const DAEMON_DEFAULT_TOOL_CHOICE: ToolChoice = ToolChoice::Auto;
+/// Used when neither the agent nor its strategy names special tools.
 pub const DAEMON_DEFAULT_SPECIAL_TOOLS: &[&str] = &["terminate"];
 
 /// Where a setting's value came from.
@@ -70,6 +89,7 @@ pub enum Source {
 }
 
 impl Source {
+    /// The snake_case name, as `GET /v1/agents` and `agentd agents` show it.
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Agent => "agent",
@@ -83,24 +103,40 @@ impl Source {
 /// The resolved settings of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSettings {
+    /// The agent's name.
     pub name: String,
+    /// The system prompt to send; `None` sends none.
     pub system_prompt: Option<String>,
+    /// The prompt before each step's request; `None` sends none (the stuck
+    /// warning is added to it for one step when needed).
     pub next_step_prompt: Option<String>,
+    /// The step limit, at least 1.
     pub max_steps: u32,
+    /// Observation truncation, from the agent only (strategies have no default
+    /// for it); `None`: no limit.
     pub max_observe: Option<u32>,
+    /// How the model may use tools.
     pub tool_choice: ToolChoice,
+    /// Tools whose successful execution finishes the run.
     pub special_tools: Vec<String>,
+    /// From the agent only; see [`AgentConfig::duplicate_threshold`].
     pub duplicate_threshold: u32,
+    /// From the agent only; see [`AgentConfig::max_messages`].
     pub max_messages: u32,
 }
 
 /// Where each layered setting of [`RunSettings`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sources {
+    /// Where [`RunSettings::system_prompt`] came from.
     pub system_prompt: Source,
+    /// Where [`RunSettings::next_step_prompt`] came from.
     pub next_step_prompt: Source,
+    /// Where [`RunSettings::max_steps`] came from.
     pub max_steps: Source,
+    /// Where [`RunSettings::tool_choice`] came from.
     pub tool_choice: Source,
+    /// Where [`RunSettings::special_tools`] came from.
     pub special_tools: Source,
 }
 

@@ -8,8 +8,12 @@
 use super::memory::Memory;
 use crate::chat::{Message, Role};
 
+/// The warning put in front of the next step's prompt after a repeat
+/// (OpenManus's wording).
 pub const STUCK_PROMPT: &str = "Observed duplicate responses. Consider new strategies and avoid repeating ineffective paths already attempted.";
 
+/// How many earlier copies of an action make a step stuck when the agent
+/// sets no `duplicate_threshold`: the third identical action is flagged.
 pub const DEFAULT_DUPLICATE_THRESHOLD: usize = 2;
 
 /// The comparable part of an assistant message.

@@ -8,6 +8,8 @@
 
 /// `agentd:plugin@0.2.0`, the current contract.
 pub mod v0_2 {
+    // Generated from the WIT by `bindgen!`; the WIT's own comments are the docs.
+    #[allow(missing_docs)]
     pub mod strategy {
         wasmtime::component::bindgen!({
             world: "strategy",
@@ -17,6 +19,8 @@ pub mod v0_2 {
         });
     }
 
+    // Generated from the WIT by `bindgen!`; the WIT's own comments are the docs.
+    #[allow(missing_docs)]
     pub mod tool {
         wasmtime::component::bindgen!({
             world: "tool",
@@ -30,12 +34,17 @@ pub mod v0_2 {
         });
     }
 
+    /// The export name that marks a component as a 0.2.0 strategy; `world.rs`
+    /// reads it before anything is linked.
     pub const STRATEGY_EXPORT: &str = "agentd:plugin/strategy-api@0.2.0";
+    /// The export name that marks a component as a 0.2.0 tool.
     pub const TOOL_EXPORT: &str = "agentd:plugin/tool-api@0.2.0";
 }
 
 /// `agentd:plugin@0.1.0`: strategies without defaults of their own.
 pub mod v0_1 {
+    // Generated from the WIT by `bindgen!`; the WIT's own comments are the docs.
+    #[allow(missing_docs)]
     pub mod strategy {
         wasmtime::component::bindgen!({
             world: "strategy",
@@ -45,6 +54,8 @@ pub mod v0_1 {
         });
     }
 
+    // Generated from the WIT by `bindgen!`; the WIT's own comments are the docs.
+    #[allow(missing_docs)]
     pub mod tool {
         wasmtime::component::bindgen!({
             world: "tool",
@@ -58,7 +69,10 @@ pub mod v0_1 {
         });
     }
 
+    /// The export name that marks a component as a 0.1.0 strategy; `world.rs`
+    /// reads it before anything is linked.
     pub const STRATEGY_EXPORT: &str = "agentd:plugin/strategy-api@0.1.0";
+    /// The export name that marks a component as a 0.1.0 tool.
     pub const TOOL_EXPORT: &str = "agentd:plugin/tool-api@0.1.0";
 }
 
@@ -69,13 +83,18 @@ pub use v0_2::strategy::agentd::plugin::types;
 /// `GET /v1/plugins` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Contract {
+    /// `agentd:plugin@0.1.0`: served through the adapters in `compat_v0_1.rs`.
     V0_1,
+    /// `agentd:plugin@0.2.0`: the version the host's own code speaks.
     V0_2,
 }
 
 impl Contract {
+    /// The newest version, which the host's own code speaks and the SDKs build
+    /// against; every other version is adapted to it.
     pub const CURRENT: Contract = Contract::V0_2;
 
+    /// The version as `X.Y.Z`, the form `GET /v1/plugins` and messages use.
     pub fn as_str(self) -> &'static str {
         match self {
             Contract::V0_1 => "0.1.0",

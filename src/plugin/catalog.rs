@@ -61,15 +61,20 @@ pub struct PluginStatus {
     pub kind: Option<PluginKind>,
     /// Of the file's current content: `None` when that did not load.
     pub version: Option<String>,
+    /// The plugin's one-line description from its metadata; `None` when the
+    /// current content did not load.
     pub description: Option<String>,
     /// The contract version (`agentd:plugin@X`) the current content was
     /// built against; `None` when it did not load.
     pub contract: Option<String>,
+    /// The plugin file, as found in the plugins folder.
     pub file: PathBuf,
     /// Of the file's current bytes, hex; `None` when the file cannot be read.
     pub sha256: Option<String>,
     /// When the current bytes were loaded (or failed to), Unix milliseconds.
     pub loaded_at_ms: i64,
+    /// Whether this file's plugin serves, failed to load, or lost its name to
+    /// another file.
     pub status: FileStatus,
     /// Why the file failed or conflicts; it names the file.
     pub error: Option<String>,
@@ -78,6 +83,7 @@ pub struct PluginStatus {
     pub serving_version: Option<String>,
 }
 
+/// What kind of change a rescan made, as [`PluginChange`] reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeKind {
@@ -96,16 +102,19 @@ pub enum ChangeKind {
 /// What one rescan changed, for the log, the API and the watcher's callback.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginChange {
+    /// What happened.
     pub kind: ChangeKind,
     /// The plugin's name (the file stem for a file that never loaded; empty
     /// when the folder itself could not be read).
     pub plugin: String,
+    /// The plugin file concerned (the folder itself when it could not be read).
     pub file: PathBuf,
     /// The version now serving from `file`, if it serves.
     pub version: Option<String>,
     /// The version serving under this name before (`replaced`, `removed`),
     /// or still serving instead of `file` (`failed`, `conflict`).
     pub previous_version: Option<String>,
+    /// Why the file failed or conflicts, naming the file; `None` otherwise.
     pub error: Option<String>,
 }
 
@@ -114,7 +123,9 @@ pub struct PluginChange {
 /// with an error that names the file. Both in file name order.
 #[derive(Debug, Default)]
 pub struct LoadReport {
+    /// Metadata of every plugin serving from the folder after the scan.
     pub loaded: Vec<PluginMeta>,
+    /// Each file that failed or conflicts, with its error.
     pub failed: Vec<(PathBuf, PluginError)>,
 }
 

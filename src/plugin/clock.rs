@@ -21,12 +21,16 @@ struct State {
     paused_total: Duration,
 }
 
+/// Measures a step's plugin time, minus host waits, and remembers which
+/// plugin is executing; one per run, shared by the strategy's store and its
+/// tools' stores.
 #[derive(Default)]
 pub struct StepClock {
     state: Mutex<State>,
 }
 
 impl StepClock {
+    /// A stopped clock: [`StepClock::start`] starts it at each step.
     pub fn new() -> Arc<Self> {
         Arc::new(StepClock::default())
     }
@@ -82,6 +86,8 @@ impl StepClock {
     }
 }
 
+/// Stops the step clock while alive (from [`StepClock::pause`]); pauses nest,
+/// and the time counts again when the outermost guard is dropped.
 pub struct Paused(Arc<StepClock>);
 
 /// Restores the plugin that ran before [`StepClock::enter`].

@@ -30,11 +30,17 @@ const SPARE_INSTANCES: u32 = 16;
 /// Linear memory a single plugin instance may grow to.
 pub const PLUGIN_MEMORY_LIMIT: usize = 256 << 20;
 
+/// What the engine is sized for; its instance pool is reserved up front.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineLimits {
+    /// Runs that may be in flight at once (`[daemon] max_concurrent_runs`;
+    /// `run --local` uses 1): the pool holds [`INSTANCES_PER_RUN`] per run.
     pub max_concurrent_runs: u32,
 }
 
+/// Builds the process's engine (pooling allocator, epoch interruption) and
+/// starts its epoch ticker. Fails with [`PluginError::Engine`] when the
+/// pool cannot be reserved.
 pub fn build_engine(limits: EngineLimits) -> Result<Engine, PluginError> {
     let instances = limits
         .max_concurrent_runs

@@ -8,18 +8,47 @@ use std::path::PathBuf;
 /// which plugin file to look at.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PluginError {
+    /// The engine or a linker could not be built, so no plugin can load; for
+    /// the engine it is usually the instance pool, and the message then says
+    /// to lower `[daemon] max_concurrent_runs`.
     #[error("plugin engine: {0}")]
     Engine(String),
+    /// A plugin file, or the plugins folder itself, could not be read.
     #[error("{}: {message}", path.display())]
-    Io { path: PathBuf, message: String },
+    Io {
+        /// The file or folder that could not be read.
+        path: PathBuf,
+        /// The I/O error, as text.
+        message: String,
+    },
+    /// A file was read but is no plugin this host can serve: not a
+    /// component, neither world in a known contract version, or a probe of
+    /// its metadata that failed or was refused.
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is wrong with it, for the person who built it.
+        message: String,
+    },
+    /// A file loads, but another file already serves a plugin of the same
+    /// kind and name; the earlier one keeps serving.
     #[error("{}: two plugins are named `{name}`; the one from {} is kept", path.display(), earlier.display())]
     Conflict {
+        /// The file that lost.
         path: PathBuf,
+        /// The plugin name both files offer.
         name: String,
+        /// The file that serves the name and keeps it.
         earlier: PathBuf,
     },
+    /// The plugins folder could not be watched (no tokio runtime, or the OS
+    /// watcher failed); the plugins already loaded stay.
     #[error("{}: {message}", path.display())]
-    Watch { path: PathBuf, message: String },
+    Watch {
+        /// The folder that was to be watched.
+        path: PathBuf,
+        /// Why watching failed.
+        message: String,
+    },
 }

@@ -16,16 +16,27 @@ use crate::chat::ToolChoice;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PluginKind {
+    /// A `strategy` world component: it decides each step.
     Strategy,
+    /// A `tool` world component: it does one thing the model can call.
     Tool,
 }
 
+/// What a plugin said about itself at load time, checked by the probe, plus
+/// where it came from; `GET /v1/plugins` and `agentd plugins` show it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginMeta {
+    /// The name agents use to refer to it: 1-64 ASCII letters, digits, `_`
+    /// or `-` (checked at load). For a tool it is also the name the model calls.
     pub name: String,
+    /// The plugin's own version string (any non-empty text; not compared by
+    /// the host, only reported).
     pub version: String,
+    /// A short description from the plugin, shown in listings.
     pub description: String,
+    /// Which world the component exports.
     pub kind: PluginKind,
+    /// The file it was loaded from.
     pub file: PathBuf,
     /// The contract version the component was built against.
     #[serde(serialize_with = "contract_str")]
@@ -41,9 +52,14 @@ fn contract_str<S: serde::Serializer>(c: &Contract, s: S) -> Result<S::Ok, S::Er
 /// the daemon's default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StrategyDefaults {
+    /// The system prompt the strategy wants; an empty one counts as none.
     pub system_prompt: Option<String>,
+    /// Added as a `user` message before each step's request.
     pub next_step_prompt: Option<String>,
+    /// The run's step limit; a `0` becomes 1 when settings are resolved.
     pub max_steps: Option<u32>,
+    /// How the model may use tools in the strategy's requests.
     pub tool_choice: Option<ToolChoice>,
+    /// Tools whose successful execution finishes the run.
     pub special_tools: Option<Vec<String>>,
 }

@@ -17,11 +17,14 @@ use super::tool::ToolPlugin;
 /// rescan swapped the plugin or kept the very one already serving.
 #[derive(Clone)]
 pub enum LoadedPlugin {
+    /// A strategy plugin, shared by the set and every run that uses it.
     Strategy(Arc<StrategyPlugin>),
+    /// A tool plugin, shared by the set and every run that uses it.
     Tool(Arc<ToolPlugin>),
 }
 
 impl LoadedPlugin {
+    /// What the plugin said about itself at load time.
     pub fn meta(&self) -> &PluginMeta {
         match self {
             LoadedPlugin::Strategy(p) => &p.meta,
@@ -29,6 +32,7 @@ impl LoadedPlugin {
         }
     }
 
+    /// Strategy or tool: with the name, the key a plugin is served under.
     pub fn kind(&self) -> PluginKind {
         self.meta().kind
     }
@@ -47,19 +51,24 @@ impl LoadedPlugin {
 /// An immutable set of loaded plugins, by name.
 #[derive(Default)]
 pub struct PluginSet {
+    /// Strategies by their metadata name.
     pub strategies: BTreeMap<String, Arc<StrategyPlugin>>,
+    /// Tools by their metadata name (which is also their spec's name).
     pub tools: BTreeMap<String, Arc<ToolPlugin>>,
 }
 
 impl PluginSet {
+    /// The strategy serving under `name`, if any.
     pub fn strategy(&self, name: &str) -> Option<Arc<StrategyPlugin>> {
         self.strategies.get(name).cloned()
     }
 
+    /// The tool serving under `name`, if any.
     pub fn tool(&self, name: &str) -> Option<Arc<ToolPlugin>> {
         self.tools.get(name).cloned()
     }
 
+    /// Every plugin's metadata: strategies first, then tools, each by name.
     pub fn metas(&self) -> Vec<PluginMeta> {
         self.strategies
             .values()

@@ -11,14 +11,24 @@ use crate::llm::ChatResponse;
 /// strategy world's `agent-config`, in the host's types.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepConfig {
+    /// The agent's name.
     pub name: String,
+    /// The resolved system prompt; `None` sends none.
     pub system_prompt: Option<String>,
     /// Carries the stuck warning for this one step when there is one.
     pub next_step_prompt: Option<String>,
+    /// 1-based number of the step being executed (0 while probing).
     pub current_step: u32,
+    /// The run's resolved step limit.
     pub max_steps: u32,
+    /// Truncate tool observations to this many characters; applied by the
+    /// strategy, not the host (the bundled `toolcall` reads `None` and 0 as
+    /// no limit).
     pub max_observe: Option<u32>,
+    /// How the model may use tools in this step's requests.
     pub tool_choice: ToolChoice,
+    /// Tools whose successful execution finishes the run; the strategy is
+    /// the one that matches them (case-insensitively) and calls `finish`.
     pub special_tools: Vec<String>,
 }
 
@@ -37,9 +47,12 @@ pub enum ChatFailure {
 /// in the import that makes them, not here.
 #[async_trait::async_trait]
 pub trait RunHost: Send + Sync {
+    /// The agent's configuration for the current step (the `config` import).
     fn step_config(&self) -> StepConfig;
     /// The run's request, then the memory window.
     fn memory(&self) -> Vec<Message>;
+    /// Adds a message to the run's memory (the `add-message` import); refuses
+    /// one a real server would refuse, and nothing is added then.
     fn add_message(&self, message: Message) -> Result<(), MessageError>;
     /// One LLM call within the run's budget.
     async fn chat(
@@ -48,6 +61,7 @@ pub trait RunHost: Send + Sync {
         tools: Vec<ToolSpec>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure>;
+    /// The specs of the run's tools, as the strategy passes them to `chat`.
     fn tool_specs(&self) -> Vec<ToolSpec>;
     /// A tool call is about to run (the loop reports it).
     fn tool_started(&self, call: &ToolCall);

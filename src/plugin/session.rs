@@ -30,20 +30,37 @@ pub enum StepEnd {
     /// The plugin time of the step passed the deadline; `culprit` is the
     /// plugin that was executing (the strategy, or a tool it invoked).
     Overran {
+        /// The name of the plugin executing when the deadline passed.
         culprit: String,
     },
+    /// The run's cancel token fired mid-step; the call was dropped.
     Cancelled,
 }
 
 /// Why a session could not start.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum SessionError {
+    /// Instantiation failed (a trap in its start-up code, or the instance
+    /// pool is exhausted); the run ends as `error` with this message.
     #[error("cannot instantiate strategy plugin `{plugin}`: {message}")]
-    Instantiate { plugin: String, message: String },
+    Instantiate {
+        /// The strategy's name.
+        plugin: String,
+        /// wasmtime's error, with its causes.
+        message: String,
+    },
+    /// Instantiation did not finish within the step deadline.
     #[error("strategy plugin `{plugin}` did not start within {}s", limit.as_secs_f64())]
-    Slow { plugin: String, limit: Duration },
+    Slow {
+        /// The strategy's name.
+        plugin: String,
+        /// The deadline it missed (the run's step timeout).
+        limit: Duration,
+    },
 }
 
+/// One run's live strategy instance in its own store, with the run's tools
+/// and step clock; the loop calls [`StrategySession::step`] once per step.
 pub struct StrategySession {
     name: Arc<str>,
     store: Store<StrategyState>,

@@ -18,8 +18,12 @@ use super::strategy_host::StrategyState;
 /// A loaded strategy: what it said about itself at load time, and its
 /// component ready to instantiate once per run.
 pub struct StrategyPlugin {
+    /// What the strategy said about itself at load time.
     pub meta: PluginMeta,
+    /// What its `defaults()` returned at load time; each run's settings are
+    /// resolved from this copy, without calling the plugin again.
     pub defaults: StrategyDefaults,
+    /// The component ready to instantiate; one instance per run.
     pub pre: StrategyPre,
 }
 
@@ -33,11 +37,15 @@ pub fn link_strategy(linker: &mut Linker<StrategyState>) -> wasmtime::Result<()>
 
 /// A strategy component, linked and type-checked, ready to instantiate.
 pub enum StrategyPre {
+    /// Built against `agentd:plugin@0.1.0`.
     V0_1(v0_1::strategy::StrategyPre<StrategyState>),
+    /// Built against `agentd:plugin@0.2.0`, the current contract.
     V0_2(v0_2::strategy::StrategyPre<StrategyState>),
 }
 
 impl StrategyPre {
+    /// Pre-instantiates `component` against `linker` as the given contract
+    /// version; fails when the component does not fit that version's world.
     pub fn new(
         linker: &Linker<StrategyState>,
         component: &Component,
@@ -50,6 +58,7 @@ impl StrategyPre {
         })
     }
 
+    /// The contract version the component was built against.
     pub fn contract(&self) -> Contract {
         match self {
             StrategyPre::V0_1(_) => Contract::V0_1,
@@ -57,6 +66,7 @@ impl StrategyPre {
         }
     }
 
+    /// The engine it was compiled for; its stores must be made from it.
     pub fn engine(&self) -> &Engine {
         match self {
             StrategyPre::V0_1(p) => p.engine(),
@@ -64,6 +74,7 @@ impl StrategyPre {
         }
     }
 
+    /// A fresh instance in `store`: one per run, plus one per load-time probe.
     pub async fn instantiate(
         &self,
         store: &mut Store<StrategyState>,
@@ -75,12 +86,17 @@ impl StrategyPre {
     }
 }
 
+/// A live strategy instance, in whichever contract version it speaks; its
+/// methods answer in the current version's types.
 pub enum StrategyInstance {
+    /// A 0.1.0 instance; its answers are converted in `compat_v0_1.rs`.
     V0_1(v0_1::strategy::Strategy),
+    /// A 0.2.0 instance.
     V0_2(v0_2::strategy::Strategy),
 }
 
 impl StrategyInstance {
+    /// Its `metadata()`: name, version, description (checked by the probe).
     pub async fn metadata(
         &self,
         store: &mut Store<StrategyState>,

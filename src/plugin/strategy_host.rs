@@ -21,6 +21,8 @@ use super::run_host::{ChatFailure, ProbeHost, RunHost};
 use super::store::{plugin_log, sandboxed_wasi};
 use super::tool::ToolBox;
 
+/// The state of a strategy's store: its WASI context, the run behind its
+/// imports, the run's tools and the step clock.
 pub struct StrategyState {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -31,6 +33,8 @@ pub struct StrategyState {
 }
 
 impl StrategyState {
+    /// The state for one run's strategy instance; `plugin` names it in logs
+    /// and errors.
     pub fn new(
         plugin: Arc<str>,
         host: Arc<dyn RunHost>,

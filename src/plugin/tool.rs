@@ -24,8 +24,12 @@ use crate::sandbox::Sandbox;
 /// A loaded tool: what it said about itself at load time (its spec is what
 /// the model is shown), and its component ready to instantiate per run.
 pub struct ToolPlugin {
+    /// What the tool said about itself at load time.
     pub meta: PluginMeta,
+    /// What the model is shown: name (equal to the metadata name, checked at
+    /// load), description and JSON Schema parameters.
     pub spec: ToolSpec,
+    /// The component ready to instantiate; one instance per run that calls it.
     pub pre: ToolPre,
 }
 
@@ -39,11 +43,15 @@ pub fn link_tool(linker: &mut Linker<ToolState>) -> wasmtime::Result<()> {
 
 /// A tool component, linked and type-checked, ready to instantiate.
 pub enum ToolPre {
+    /// Built against `agentd:plugin@0.1.0`.
     V0_1(v0_1::tool::ToolPre<ToolState>),
+    /// Built against `agentd:plugin@0.2.0`, the current contract.
     V0_2(v0_2::tool::ToolPre<ToolState>),
 }
 
 impl ToolPre {
+    /// Pre-instantiates `component` against `linker` as the given contract
+    /// version; fails when the component does not fit that version's world.
     pub fn new(
         linker: &Linker<ToolState>,
         component: &Component,
@@ -56,6 +64,7 @@ impl ToolPre {
         })
     }
 
+    /// The contract version the component was built against.
     pub fn contract(&self) -> Contract {
         match self {
             ToolPre::V0_1(_) => Contract::V0_1,
@@ -63,6 +72,7 @@ impl ToolPre {
         }
     }
 
+    /// The engine it was compiled for; its stores must be made from it.
     pub fn engine(&self) -> &Engine {
         match self {
             ToolPre::V0_1(p) => p.engine(),
@@ -70,6 +80,8 @@ impl ToolPre {
         }
     }
 
+    /// A fresh instance in `store`: one per run that calls the tool, plus one
+    /// per load-time probe.
     pub async fn instantiate(
         &self,
         store: &mut Store<ToolState>,
@@ -81,12 +93,17 @@ impl ToolPre {
     }
 }
 
+/// A live tool instance, in whichever contract version it speaks; its
+/// methods answer in the current version's types.
 pub enum ToolInstance {
+    /// A 0.1.0 instance; its answers are converted in `compat_v0_1.rs`.
     V0_1(v0_1::tool::Tool),
+    /// A 0.2.0 instance.
     V0_2(v0_2::tool::Tool),
 }
 
 impl ToolInstance {
+    /// Its `metadata()`: name, version, description (checked by the probe).
     pub async fn metadata(&self, store: &mut Store<ToolState>) -> wasmtime::Result<PluginMetadata> {
         Ok(match self {
             ToolInstance::V0_1(i) => {
@@ -96,6 +113,7 @@ impl ToolInstance {
         })
     }
 
+    /// Its `spec()`, read once at load time: what the model is shown.
     pub async fn spec(&self, store: &mut Store<ToolState>) -> wasmtime::Result<wit::ToolSpec> {
         Ok(match self {
             ToolInstance::V0_1(i) => {
@@ -105,6 +123,8 @@ impl ToolInstance {
         })
     }
 
+    /// One `invoke(arguments)`: the outer error is a trap, the inner one the
+    /// tool's own. `arguments` is the model's JSON text, passed as is.
     pub async fn invoke(
         &self,
         store: &mut Store<ToolState>,
@@ -128,6 +148,8 @@ impl ToolInstance {
 /// Why a tool call produced no result.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolFailure {
+    /// The model called a tool this run does not have (not among the agent's
+    /// `tools`); the message names it.
     #[error("unknown tool `{0}`")]
     Unknown(String),
     /// The tool reported an error itself.
@@ -136,7 +158,12 @@ pub enum ToolFailure {
     /// The tool trapped; its instance is discarded and the next call gets a
     /// fresh one.
     #[error("tool plugin `{plugin}` trapped: {message}")]
-    Trapped { plugin: String, message: String },
+    Trapped {
+        /// The tool's name.
+        plugin: String,
+        /// The trap, or why the tool could not be instantiated.
+        message: String,
+    },
 }
 
 struct LiveTool {
@@ -154,6 +181,8 @@ pub struct ToolBox {
 }
 
 impl ToolBox {
+    /// The tools an agent names, none instantiated yet; they act on `sandbox`
+    /// and count their time on the run's `clock`.
     pub fn new(
         plugins: Vec<Arc<ToolPlugin>>,
         sandbox: Arc<dyn Sandbox>,
@@ -170,6 +199,8 @@ impl ToolBox {
         }
     }
 
+    /// Calls tool `name` with the model's `arguments`, instantiating it on the
+    /// first call. A trap discards the instance, so the next call starts fresh.
     pub async fn invoke(&mut self, name: &str, arguments: &str) -> Result<String, ToolFailure> {
         let Some(plugin) = self.plugins.get(name).cloned() else {
             return Err(ToolFailure::Unknown(name.to_string()));
@@ -214,6 +245,8 @@ impl ToolBox {
 }
 
 impl ToolFailure {
+    /// The error a strategy sees from `invoke-tool`: the tool's own error as
+    /// is, or `unknown-tool` / `failed` with this failure's message.
     pub fn into_wit(self) -> wit::Error {
         match self {
             ToolFailure::Unknown(n) => error(ErrorCode::UnknownTool, format!("unknown tool `{n}`")),

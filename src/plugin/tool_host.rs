@@ -21,6 +21,8 @@ use super::convert::sandbox_error;
 use super::store::{plugin_log, sandboxed_wasi};
 use crate::sandbox::{CommandSpec, Sandbox};
 
+/// The state of one tool's store: its WASI context and the run's sandbox,
+/// which its `sandbox` import drives.
 pub struct ToolState {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -32,6 +34,7 @@ pub struct ToolState {
 }
 
 impl ToolState {
+    /// The state for tool `plugin` in one run, acting on that run's `sandbox`.
     pub fn new(plugin: Arc<str>, sandbox: Arc<dyn Sandbox>, clock: Arc<StepClock>) -> Self {
         ToolState {
             wasi: sandboxed_wasi(&plugin),

@@ -66,6 +66,7 @@ pub struct PluginWatcher {
 }
 
 impl PluginWatcher {
+    /// The folder being watched.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -46,9 +46,12 @@ mod tests {
     }
 }
 
+/// The two worlds a plugin component can export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorldKind {
+    /// Exports `strategy-api`: a component that decides each step.
     Strategy,
+    /// Exports `tool-api`: a component the model can call.
     Tool,
 }
 
