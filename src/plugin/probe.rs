@@ -138,7 +138,7 @@ fn checked_meta(
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !valid_name {
         return Err(format!(
-            "metadata().name {:?} is not a valid plugin name (1-64 of a-z, 0-9, `_`, `-`)",
+            "metadata().name {:?} is not a valid plugin name (1-64 ASCII letters, digits, `_` or `-`)",
             m.name
         ));
     }
