@@ -21,6 +21,9 @@ pub struct StrategyPlugin {
     pub meta: PluginMeta,
     pub defaults: StrategyDefaults,
     pub pre: StrategyPre,
+    /// `[plugins] memory_limit` in bytes when it was loaded: each run's
+    /// instance gets a store limited to it.
+    pub memory_limit: usize,
 }
 
 /// Adds the strategy world of every contract version to `linker`.

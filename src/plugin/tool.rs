@@ -15,6 +15,7 @@ use super::bindings::{v0_1, v0_2, Contract};
 use super::clock::StepClock;
 use super::compat_v0_1;
 use super::convert::error;
+use super::limits::LimitHit;
 use super::meta::PluginMeta;
 use super::store::new_store;
 use super::tool_host::ToolState;
@@ -27,6 +28,9 @@ pub struct ToolPlugin {
     pub meta: PluginMeta,
     pub spec: ToolSpec,
     pub pre: ToolPre,
+    /// `[plugins] memory_limit` in bytes when it was loaded: each run's
+    /// instance of this tool gets a store limited to it.
+    pub memory_limit: usize,
 }
 
 /// Adds the tool world of every contract version to `linker`.
@@ -137,6 +141,10 @@ pub enum ToolFailure {
     /// fresh one.
     #[error("tool plugin `{plugin}` trapped: {message}")]
     Trapped { plugin: String, message: String },
+    /// The tool was stopped by one of the host's limits (memory, stack,
+    /// handles, bytes per call); the strategy host ends the run with it.
+    #[error("{0}")]
+    Limit(LimitHit),
 }
 
 struct LiveTool {
@@ -181,17 +189,21 @@ impl ToolBox {
                     plugin.meta.name.as_str().into(),
                     self.sandbox.clone(),
                     self.clock.clone(),
+                    plugin.memory_limit,
                 ),
             );
-            let instance =
-                plugin
-                    .pre
-                    .instantiate(&mut store)
-                    .await
-                    .map_err(|e| ToolFailure::Trapped {
-                        plugin: name.to_string(),
-                        message: format!("cannot instantiate: {e:#}"),
-                    })?;
+            let instance = match plugin.pre.instantiate(&mut store).await {
+                Ok(i) => i,
+                Err(e) => {
+                    return Err(match store.data().limit_hit(&e) {
+                        Some(hit) => ToolFailure::Limit(hit),
+                        None => ToolFailure::Trapped {
+                            plugin: name.to_string(),
+                            message: format!("cannot instantiate: {e:#}"),
+                        },
+                    })
+                }
+            };
             self.live
                 .insert(name.to_string(), LiveTool { store, instance });
         }
@@ -203,10 +215,17 @@ impl ToolBox {
             Ok(Ok(text)) => Ok(text),
             Ok(Err(e)) => Err(ToolFailure::Reported(e)),
             Err(trap) => {
+                let hit = live.store.data().limit_hit(&trap);
                 self.live.remove(name);
-                Err(ToolFailure::Trapped {
-                    plugin: name.to_string(),
-                    message: format!("{trap:#}"),
+                Err(match hit {
+                    Some(hit) => {
+                        tracing::warn!(plugin = name, error = %hit, trap = %format!("{trap:#}"), "tool plugin stopped by a limit");
+                        ToolFailure::Limit(hit)
+                    }
+                    None => ToolFailure::Trapped {
+                        plugin: name.to_string(),
+                        message: format!("{trap:#}"),
+                    },
                 })
             }
         }
@@ -218,7 +237,9 @@ impl ToolFailure {
         match self {
             ToolFailure::Unknown(n) => error(ErrorCode::UnknownTool, format!("unknown tool `{n}`")),
             ToolFailure::Reported(e) => e,
-            t @ ToolFailure::Trapped { .. } => error(ErrorCode::Failed, t.to_string()),
+            t @ (ToolFailure::Trapped { .. } | ToolFailure::Limit(_)) => {
+                error(ErrorCode::Failed, t.to_string())
+            }
         }
     }
 }
