@@ -369,3 +369,105 @@ mod tests {
         assert!(cut.contains("more bytes cut"), "{cut}");
     }
 }
+
+/// The limiter in a real store of the real engine: the sum is over all of
+/// an instance's memories, which no per-memory cap of the pool can give.
+#[cfg(test)]
+mod engine_tests {
+    use super::*;
+    use crate::plugin::engine::{build_engine_with, EngineLimits};
+    use crate::plugin::settings::PluginSettings;
+    use crate::plugin::store::{new_store, Limited};
+    use wasmtime::component::{Component, Linker};
+
+    struct Data(StoreLimiter);
+
+    impl Limited for Data {
+        fn limiter(&mut self) -> &mut StoreLimiter {
+            &mut self.0
+        }
+    }
+
+    /// Four core instances of one module, each with its own memory (within
+    /// the pool's caps), each growable from outside.
+    const FOUR_MEMORIES: &str = r#"(component
+        (core module $m
+            (memory 1)
+            (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0))))
+        (core instance $a (instantiate $m))
+        (core instance $b (instantiate $m))
+        (core instance $c (instantiate $m))
+        (core instance $d (instantiate $m))
+        (func (export "grow-a") (param "pages" u32) (result s32) (canon lift (core func $a "grow")))
+        (func (export "grow-b") (param "pages" u32) (result s32) (canon lift (core func $b "grow")))
+        (func (export "grow-c") (param "pages" u32) (result s32) (canon lift (core func $c "grow")))
+        (func (export "grow-d") (param "pages" u32) (result s32) (canon lift (core func $d "grow"))))"#;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn memory_limit_is_the_sum_over_all_memories_of_an_instance() {
+        let settings = PluginSettings {
+            memory_limit: 32 << 20,
+        };
+        let engine = build_engine_with(
+            EngineLimits {
+                max_concurrent_runs: 1,
+            },
+            &settings,
+        )
+        .expect("engine");
+        let bytes = wat::parse_str(FOUR_MEMORIES).expect("component text");
+        let component = Component::new(&engine, bytes).expect("within the pool's caps");
+        let mut store = new_store(
+            &engine,
+            Data(StoreLimiter::new(settings.memory_limit_bytes())),
+        );
+        let instance = Linker::new(&engine)
+            .instantiate_async(&mut store, &component)
+            .await
+            .expect("instantiate");
+        // 160 pages (10 MiB) each: every memory alone is far below 32 MiB,
+        // but the fourth growth would make 40 MiB in all.
+        let mut grown = Vec::new();
+        for name in ["grow-a", "grow-b", "grow-c", "grow-d"] {
+            let grow = instance
+                .get_typed_func::<(u32,), (i32,)>(&mut store, name)
+                .expect("export");
+            let (old_pages,) = grow.call_async(&mut store, (160,)).await.expect("call");
+            grown.push(old_pages);
+        }
+        assert_eq!(grown, [1, 1, 1, -1], "the fourth growth is refused");
+        assert_eq!(store.data().0.memory(), (4 << 16) + 3 * (160 << 16));
+        let hit = classify(&wasmtime::Error::msg("abort"), &store.data().0, "four")
+            .expect("the refusal is remembered");
+        assert!(
+            hit.to_string()
+                .contains("plugin `four` reached [plugins] memory_limit (32 MiB)"),
+            "{hit}"
+        );
+    }
+
+    #[test]
+    fn a_component_over_the_core_instance_cap_is_refused_when_compiled() {
+        let engine = build_engine_with(
+            EngineLimits {
+                max_concurrent_runs: 1,
+            },
+            &PluginSettings::default(),
+        )
+        .expect("engine");
+        let mut text = String::from("(component (core module $m (memory 1))");
+        for i in 0..300 {
+            text.push_str(&format!(" (core instance $i{i} (instantiate $m))"));
+        }
+        text.push(')');
+        let bytes = wat::parse_str(&text).expect("component text");
+        let err = Component::new(&engine, bytes).expect_err("over the cap");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("300 core module instances")
+                && text.contains("maximum of 16")
+                && text.contains("pooling allocator"),
+            "{text}"
+        );
+    }
+}
