@@ -240,6 +240,52 @@ async fn one_call_passing_32_mib_to_the_host_is_stopped() {
     );
 }
 
+/// A tool returning 32 MiB: refused before the host allocates it (more
+/// than one call may hand over), as an observation the model can act on,
+/// since asking for less is a fix; the run goes on and finishes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_result_over_the_per_call_limit_is_refused_as_an_observation() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "tool returns 32 MiB",
+        [
+            Reply::call("fail_tool", r#"{"huge":true}"#),
+            Reply::terminate(),
+        ],
+    );
+    let d = daemon(&llm, "");
+    let (record, bystander, committed) = tokio::task::block_in_place(|| {
+        let first = Bystander::start(&d, &llm);
+        first.finish(&d);
+        let committed = Committed::take(&d);
+        let id = d.create_run("hostile_tool", "tool returns 32 MiB");
+        let bystander = Bystander::start(&d, &llm);
+        assert_status_within_a_second(&d);
+        let record = d.wait_run(&id, Duration::from_secs(120));
+        bystander.finish(&d);
+        assert_status_within_a_second(&d);
+        (record, bystander, committed)
+    });
+    assert_eq!(record["outcome"], "finished", "{record}");
+    let observation = record["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        observation
+            .contains("plugin `fail_tool` tried to pass more than 16 MiB to the host in one call")
+            && observation.len() < 64 << 10,
+        "{observation:.500}"
+    );
+    tokio::task::block_in_place(|| committed.assert_unchanged(&d));
+    let id = record["id"].as_str().unwrap_or_default().to_string();
+    assert_no_containers(&[&id, &bystander.id]).await;
+}
+
 /// A component that is valid wasm but would take a share of the pool no
 /// plugin needs: `count` instances of a core module, each with `item` (a
 /// memory or a table).

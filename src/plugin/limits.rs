@@ -168,22 +168,39 @@ pub enum LimitHit {
     /// The instance's memories, summed, would have passed `memory_limit`.
     #[error("plugin `{plugin}` reached [plugins] memory_limit ({}): growing its memory to {} was refused", show_bytes(*.limit as u64), show_bytes(*.wanted as u64))]
     Memory {
+        /// The plugin stopped.
         plugin: String,
+        /// `[plugins] memory_limit` in bytes.
         limit: usize,
+        /// The bytes its memories would have summed to.
         wanted: usize,
     },
     /// The instance's tables, summed, would have passed [`MAX_TABLE_ELEMENTS`].
     #[error("plugin `{plugin}` reached the table limit of {MAX_TABLE_ELEMENTS} elements per instance: growing its tables to {wanted} was refused")]
-    Table { plugin: String, wanted: usize },
+    Table {
+        /// The plugin stopped.
+        plugin: String,
+        /// The elements its tables would have summed to.
+        wanted: usize,
+    },
     /// Deep or unbounded recursion.
     #[error("plugin `{plugin}` overflowed its call stack (deep or unbounded recursion)")]
-    Stack { plugin: String },
+    Stack {
+        /// The plugin stopped.
+        plugin: String,
+    },
     /// It held more handles than [`MAX_HOST_HANDLES`] or [`MAX_COMPONENT_HANDLES`].
     #[error("plugin `{plugin}` held too many handles at once (at most {MAX_HOST_HANDLES} host handles such as WASI streams, {MAX_COMPONENT_HANDLES} component handles); a plugin calling get-stdout() in a loop without dropping them is stopped here")]
-    Handles { plugin: String },
+    Handles {
+        /// The plugin stopped.
+        plugin: String,
+    },
     /// One call tried to copy more than [`HOSTCALL_FUEL`] bytes out of it.
     #[error("plugin `{plugin}` tried to pass more than {} to the host in one call (the per-call limit on data a plugin hands over)", show_bytes(HOSTCALL_FUEL as u64))]
-    HostcallData { plugin: String },
+    HostcallData {
+        /// The plugin stopped.
+        plugin: String,
+    },
 }
 
 impl LimitHit {

@@ -34,11 +34,14 @@ pub enum StepEnd {
         culprit: String,
     },
     /// A plugin (the strategy, or a tool it invoked) was stopped by one of
-    /// the host's limits: memory, stack, handles or bytes per call. Unlike
+    /// the host's limits: memory, stack, handles (and, for the strategy,
+    /// bytes per call). Unlike
     /// a tool's ordinary trap this ends the run, since trying again would
     /// hit the same limit; `reason` names the plugin and the limit.
     Stopped {
+        /// The plugin stopped (the strategy's or a tool's name).
         plugin: String,
+        /// What it passed, naming the plugin and the limit.
         reason: String,
     },
     Cancelled,

@@ -142,7 +142,8 @@ pub enum ToolFailure {
     #[error("tool plugin `{plugin}` trapped: {message}")]
     Trapped { plugin: String, message: String },
     /// The tool was stopped by one of the host's limits (memory, stack,
-    /// handles, bytes per call); the strategy host ends the run with it.
+    /// handles); the strategy host ends the run with it. (Too many bytes in
+    /// one call is `Trapped`: the model can ask for less.)
     #[error("{0}")]
     Limit(LimitHit),
 }
@@ -218,6 +219,14 @@ impl ToolBox {
                 let hit = live.store.data().limit_hit(&trap);
                 self.live.remove(name);
                 Err(match hit {
+                    // Too much data in one call (a result or an argument
+                    // over the per-call limit) was refused before the host
+                    // allocated it; the model can ask for less, so it sees
+                    // the refusal, and the instance is replaced.
+                    Some(hit @ LimitHit::HostcallData { .. }) => ToolFailure::Trapped {
+                        plugin: name.to_string(),
+                        message: hit.to_string(),
+                    },
                     Some(hit) => {
                         tracing::warn!(plugin = name, error = %hit, trap = %format!("{trap:#}"), "tool plugin stopped by a limit");
                         ToolFailure::Limit(hit)

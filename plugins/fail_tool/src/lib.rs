@@ -21,6 +21,9 @@ struct Args {
     /// Allocate until refused: `[plugins] memory_limit` must stop it.
     #[serde(default)]
     grow: bool,
+    /// Return 32 MiB: more than one call may hand the host.
+    #[serde(default)]
+    huge: bool,
 }
 
 struct FailTool;
@@ -47,6 +50,9 @@ impl Guest for FailTool {
         if args.as_ref().is_some_and(|a| a.recurse) {
             let depth = recurse(core::hint::black_box(0));
             return Ok(format!("recursed {depth} deep unhindered"));
+        }
+        if args.as_ref().is_some_and(|a| a.huge) {
+            return Ok("A".repeat(32 << 20));
         }
         if args.as_ref().is_some_and(|a| a.grow) {
             let mut hoard: Vec<Vec<u8>> = Vec::new();
