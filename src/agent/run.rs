@@ -357,6 +357,10 @@ async fn step_loop(
                     )),
                 )
             }
+            StepEnd::Stopped { plugin, reason } => {
+                warn!(%plugin, %reason, "plugin stopped by a limit");
+                return (Outcome::Error, Some(format!("{reason} (at step {step})")));
+            }
             StepEnd::Overran { culprit } => {
                 warn!(plugin = %culprit, ?step_timeout, "step deadline exceeded");
                 return (

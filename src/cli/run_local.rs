@@ -26,9 +26,12 @@ fn load_config(path: Option<&Path>) -> Result<Config, i32> {
 }
 
 async fn load_plugins(config: &Config) -> Result<Arc<PluginHost>, i32> {
-    let host = PluginHost::new(EngineLimits {
-        max_concurrent_runs: 1,
-    })
+    let host = PluginHost::with_settings(
+        EngineLimits {
+            max_concurrent_runs: 1,
+        },
+        config.plugins,
+    )
     .map_err(fail)?;
     let dir = &config.daemon.plugins_dir;
     let report = host.load_dir(dir).await.map_err(|e| {

@@ -20,7 +20,18 @@ pub struct FileConfig {
     #[serde(default)]
     pub sandbox: SandboxKeys,
     #[serde(default)]
+    pub plugins: PluginsKeys,
+    #[serde(default)]
     pub agents: BTreeMap<String, AgentKeys>,
+}
+
+/// `[plugins]`: what one plugin instance may take from the host.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsKeys {
+    /// Linear memory one plugin instance may hold, summed over its
+    /// memories: bytes, or a size like `256m`.
+    pub memory_limit: Option<super::size::ByteSize>,
 }
 
 /// Keys of `[llm]` and of each per-agent override (`[llm.<agent>]`,

@@ -8,6 +8,7 @@ mod bundled;
 mod file;
 mod llm_overrides;
 mod paths;
+mod size;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use crate::daemon::settings::{
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
+use crate::plugin::PluginSettings;
 use crate::sandbox::SandboxConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,8 @@ pub struct Config {
     pub llm: LlmConfig,
     pub daemon: DaemonConfig,
     pub sandbox: SandboxConfig,
+    /// `[plugins]`, read at start-up (the engine's pool is sized from it).
+    pub plugins: PluginSettings,
     pub agents: BTreeMap<String, AgentConfig>,
 }
 
@@ -195,6 +199,11 @@ impl Config {
             create_on_start: s.create_on_start.unwrap_or(d.create_on_start),
             output_limit: s.output_limit.unwrap_or(d.output_limit),
         };
+        let mut plugins = PluginSettings::default();
+        if let Some(size) = &f.plugins.memory_limit {
+            plugins.memory_limit = size.bytes("[plugins] memory_limit").map_err(invalid)?;
+        }
+        plugins.check().map_err(invalid)?;
 
         let mut agents: BTreeMap<String, AgentConfig> = bundled::agents()
             .into_iter()
@@ -247,6 +256,7 @@ impl Config {
             llm,
             daemon,
             sandbox,
+            plugins,
             agents,
         })
     }

@@ -291,3 +291,35 @@ fn a_good_ca_file_loads_and_reaches_the_settings() {
         "relative to the configuration file"
     );
 }
+
+#[test]
+fn plugins_memory_limit_defaults_to_256_mib_and_takes_sizes() {
+    assert_eq!(Config::defaults().plugins.memory_limit, 256 << 20);
+    let c = parse("[plugins]\nmemory_limit = \"64m\"\n").expect("size with a unit");
+    assert_eq!(c.plugins.memory_limit, 64 << 20);
+    let c = parse("[plugins]\nmemory_limit = 33554432\n").expect("bytes");
+    assert_eq!(c.plugins.memory_limit, 32 << 20);
+}
+
+#[test]
+fn bad_plugins_memory_limit_names_the_line_and_key() {
+    for bad in ["\"lots\"", "\"1k\"", "\"8g\""] {
+        let msg = parse(&format!(
+            "[llm]\nmodel = \"m\"\n[plugins]\nmemory_limit = {bad}\n"
+        ))
+        .expect_err(bad)
+        .to_string();
+        assert!(
+            msg.starts_with("/etc/agentd/agentd.toml:4") && msg.contains("[plugins] memory_limit"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn unknown_plugins_key_is_refused() {
+    let msg = parse("[plugins]\nmemory_limt = \"64m\"\n")
+        .expect_err("typo")
+        .to_string();
+    assert!(msg.contains("memory_limt"), "{msg}");
+}

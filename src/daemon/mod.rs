@@ -102,9 +102,12 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
 
     let bus = Arc::new(event_bus::EventBus::default());
     let plugins = Arc::new(
-        PluginHost::new(EngineLimits {
-            max_concurrent_runs: config.daemon.max_concurrent_runs,
-        })?
+        PluginHost::with_settings(
+            EngineLimits {
+                max_concurrent_runs: config.daemon.max_concurrent_runs,
+            },
+            config.plugins,
+        )?
         .with_cache_dir(config.daemon.state_dir.join("cache")),
     );
     let plugins_dir = config.daemon.plugins_dir.clone();
@@ -329,11 +332,15 @@ fn reload(daemon: &Daemon) {
             // The socket, folders, limits and sandbox are bound at start-up;
             // taking them from the new file would make the status and the
             // running daemon disagree.
-            if config.sandbox != old.config.sandbox || config.daemon != old.config.daemon {
-                warn!("SIGHUP: changes to [daemon] and [sandbox] take effect at the next restart; agents and [llm] are reloaded now");
+            if config.sandbox != old.config.sandbox
+                || config.daemon != old.config.daemon
+                || config.plugins != old.config.plugins
+            {
+                warn!("SIGHUP: changes to [daemon], [sandbox] and [plugins] take effect at the next restart; agents and [llm] are reloaded now");
             }
             config.daemon = old.config.daemon.clone();
             config.sandbox = old.config.sandbox.clone();
+            config.plugins = old.config.plugins;
             daemon.swap_config(config);
             info!(file = %path.display(), "configuration reloaded");
             daemon.warn_missing_plugins();

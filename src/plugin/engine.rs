@@ -10,12 +10,22 @@
 //!   never returns (an infinite loop) without a thread per run.
 //! - **No `concurrency_support`.** WASI 0.3 async components are not used and
 //!   the feature made calls 2-4x slower.
+//! - **Caps per component.** The pool's totals are shared by every run, so a
+//!   single component declaring hundreds of core instances (each with its
+//!   own memory) could take most of the slots and grow each memory to the
+//!   per-memory maximum. Each component is therefore capped in core
+//!   instances, memories, tables and instance size; wasmtime checks these
+//!   when the component is compiled, so such a file is refused at load with
+//!   the cap in the message, and the plugins already serving are untouched.
+//!   No memory may be larger than `[plugins] memory_limit`, which the
+//!   per-store limiter (`limits.rs`) applies to the sum of all of them.
 
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::error::PluginError;
+use super::settings::PluginSettings;
 
 /// How often the epoch advances. A guest notices a deadline or a cancel
 /// within one tick.
@@ -27,21 +37,39 @@ pub const INSTANCES_PER_RUN: u32 = 1 + 8;
 /// Instances kept aside for load-time probes (reading plugin metadata).
 const SPARE_INSTANCES: u32 = 16;
 
-/// Linear memory a single plugin instance may grow to.
-pub const PLUGIN_MEMORY_LIMIT: usize = 256 << 20;
+/// Core instances one component may contain: a Rust component has a main
+/// module and a few shims (wasi adapters, fixups), fewer than ten.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 
-/// What the engine is sized for; its instance pool is reserved up front.
+/// Linear memories one component may contain: a Rust component has one or
+/// two (its own and an adapter's).
+pub const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+
+/// Tables one component may contain.
+pub const MAX_TABLES_PER_COMPONENT: u32 = 8;
+
+/// Bytes of instance metadata (`VMComponentContext` and its core instances'
+/// `VMContext`s) one component may need; real plugins need a few KiB.
+pub const MAX_COMPONENT_INSTANCE_SIZE: usize = 1 << 20;
+
+/// How many plugin instances the engine's pool is sized for.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineLimits {
-    /// Runs that may be in flight at once (`[daemon] max_concurrent_runs`;
-    /// `run --local` uses 1): the pool holds [`INSTANCES_PER_RUN`] per run.
+    /// Runs that may hold a strategy and tools at the same time.
     pub max_concurrent_runs: u32,
 }
 
-/// Builds the process's engine (pooling allocator, epoch interruption) and
-/// starts its epoch ticker. Fails with [`PluginError::Engine`] when the
-/// pool cannot be reserved.
+/// The engine with the default [`PluginSettings`].
 pub fn build_engine(limits: EngineLimits) -> Result<Engine, PluginError> {
+    build_engine_with(limits, &PluginSettings::default())
+}
+
+/// The engine, its pool sized by `limits` and capped per component, no
+/// memory larger than `settings.memory_limit`.
+pub fn build_engine_with(
+    limits: EngineLimits,
+    settings: &PluginSettings,
+) -> Result<Engine, PluginError> {
     let instances = limits
         .max_concurrent_runs
         .saturating_mul(INSTANCES_PER_RUN)
@@ -53,7 +81,11 @@ pub fn build_engine(limits: EngineLimits) -> Result<Engine, PluginError> {
         .total_memories(instances.saturating_mul(2))
         .total_tables(instances.saturating_mul(4))
         .total_stacks(instances)
-        .max_memory_size(PLUGIN_MEMORY_LIMIT);
+        .max_memory_size(settings.memory_limit_bytes())
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+        .max_component_instance_size(MAX_COMPONENT_INSTANCE_SIZE);
 
     let mut config = Config::new();
     config

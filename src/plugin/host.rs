@@ -14,6 +14,7 @@ use super::engine::EngineLimits;
 use super::error::PluginError;
 use super::loader::Loader;
 use super::registry::PluginSet;
+use super::settings::PluginSettings;
 
 /// The plugin host: a [`Loader`] to compile and check components, a
 /// [`Catalog`] of the plugins folder and the set it serves.
@@ -25,10 +26,23 @@ pub struct PluginHost {
 impl PluginHost {
     /// See [`Loader::new`]; the catalog starts empty.
     pub fn new(limits: EngineLimits) -> Result<Self, PluginError> {
+        Self::with_settings(limits, PluginSettings::default())
+    }
+
+    /// See [`Loader::with_settings`]; the catalog starts empty.
+    pub fn with_settings(
+        limits: EngineLimits,
+        settings: PluginSettings,
+    ) -> Result<Self, PluginError> {
         Ok(PluginHost {
-            loader: Loader::new(limits)?,
+            loader: Loader::with_settings(limits, settings)?,
             catalog: Catalog::new(),
         })
+    }
+
+    /// See [`Loader::settings`].
+    pub fn settings(&self) -> &PluginSettings {
+        self.loader.settings()
     }
 
     /// See [`Loader::with_cache_dir`].

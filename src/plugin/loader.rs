@@ -12,10 +12,11 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
 use super::cache::{sha256, CompileCache, Origin};
-use super::engine::{build_engine, EngineLimits};
+use super::engine::{build_engine_with, EngineLimits};
 use super::error::PluginError;
 use super::probe;
 use super::registry::LoadedPlugin;
+use super::settings::PluginSettings;
 use super::strategy::link_strategy;
 use super::strategy_host::StrategyState;
 use super::tool::link_tool;
@@ -34,13 +35,25 @@ pub struct Loader {
     strategy_linker: Linker<StrategyState>,
     tool_linker: Linker<ToolState>,
     cache: Option<Arc<CompileCache>>,
+    settings: PluginSettings,
 }
 
 impl Loader {
     /// The engine sized by `limits`, with both worlds of every contract
     /// version linked; no compile cache until [`with_cache_dir`](Self::with_cache_dir).
+    /// The default [`PluginSettings`].
     pub fn new(limits: EngineLimits) -> Result<Self, PluginError> {
-        let engine = build_engine(limits)?;
+        Self::with_settings(limits, PluginSettings::default())
+    }
+
+    /// [`new`](Self::new) with `[plugins]` settings: the engine's pool and
+    /// every store of every plugin it loads follow them.
+    pub fn with_settings(
+        limits: EngineLimits,
+        settings: PluginSettings,
+    ) -> Result<Self, PluginError> {
+        settings.check().map_err(PluginError::Engine)?;
+        let engine = build_engine_with(limits, &settings)?;
         let link = |e: wasmtime::Error| PluginError::Engine(format!("cannot build linker: {e:#}"));
         let mut strategy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut strategy_linker).map_err(link)?;
@@ -53,6 +66,7 @@ impl Loader {
             strategy_linker,
             tool_linker,
             cache: None,
+            settings,
         })
     }
 
@@ -70,6 +84,11 @@ impl Loader {
             }
         }
         self
+    }
+
+    /// The `[plugins]` settings every plugin this loader loads is held to.
+    pub fn settings(&self) -> &PluginSettings {
+        &self.settings
     }
 
     /// The cache folder in use, if the cache is on.
@@ -130,7 +149,7 @@ impl Loader {
         })?
         .map_err(|e| PluginError::Invalid {
             path: path.to_path_buf(),
-            message: format!("not a valid WebAssembly component: {e:#}"),
+            message: compile_error(&e),
         })?;
         let plugin = probe::check(
             &self.engine,
@@ -138,6 +157,7 @@ impl Loader {
             &self.tool_linker,
             path,
             component,
+            self.settings.memory_limit_bytes(),
         )
         .await?;
         let meta = plugin.meta();
@@ -152,6 +172,25 @@ impl Loader {
             origin.as_str()
         );
         Ok(plugin)
+    }
+}
+
+/// Why a component did not compile. The pool's per-component caps are
+/// checked by wasmtime when a component is compiled (or deserialized), with
+/// an error that names the count and the cap but not which setting it is:
+/// say so, since the file is then valid wasm that this host refuses.
+fn compile_error(e: &wasmtime::Error) -> String {
+    let text = format!("{e:#}");
+    if text.contains("pooling allocator") {
+        format!(
+            "refused by the per-component caps of the plugin pool (at most {} core instances, {} memories, {} tables, {} bytes of instance state): {text}",
+            super::engine::MAX_CORE_INSTANCES_PER_COMPONENT,
+            super::engine::MAX_MEMORIES_PER_COMPONENT,
+            super::engine::MAX_TABLES_PER_COMPONENT,
+            super::engine::MAX_COMPONENT_INSTANCE_SIZE,
+        )
+    } else {
+        format!("not a valid WebAssembly component: {text}")
     }
 }
 

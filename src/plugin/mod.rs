@@ -17,11 +17,13 @@
 //!
 //! Every file here uses only files below it, so each can be read (and
 //! changed) knowing only what is beneath. From the bottom:
-//! 1. `error`, `bindings`, `clock`, `stdio`, `cache`, `run_host` (what the
-//!    strategy world needs from a run);
+//! 1. `error`, `settings` (`[plugins]`), `bindings`, `clock`, `stdio`,
+//!    `cache`, `run_host` (what the strategy world needs from a run);
 //! 2. over the bindings: `convert` and `compat_v0_1` (type conversions),
-//!    `meta` (what a plugin says about itself), `store` (what every store
-//!    starts with), `world` (which world a component exports), `engine`;
+//!    `meta` (what a plugin says about itself), `engine` (the pool and its
+//!    per-component caps), `limits` (what one store may take, and naming a
+//!    plugin a limit stopped), `store` (what every store starts with),
+//!    `world` (which world a component exports);
 //! 3. the two worlds: `tool_host` (a tool's imports) → `tool` (`ToolPlugin`,
 //!    its `ToolPre` in any contract version, a run's `ToolBox`) →
 //!    `strategy_host` (a strategy's imports, which invoke the run's tools) →
@@ -40,12 +42,14 @@ mod convert;
 pub mod engine;
 mod error;
 mod host;
+pub mod limits;
 mod loader;
 mod meta;
 mod probe;
 pub mod registry;
 pub mod run_host;
 pub mod session;
+pub mod settings;
 mod stdio;
 mod store;
 pub mod strategy;
@@ -65,6 +69,7 @@ pub use host::PluginHost;
 pub use loader::{Loader, MAX_COMPONENT_BYTES};
 pub use meta::{PluginKind, PluginMeta, StrategyDefaults};
 pub use registry::{LoadedPlugin, PluginSet};
+pub use settings::PluginSettings;
 pub use strategy::StrategyPlugin;
 pub use tool::ToolPlugin;
 pub use watch::{watch, PluginWatcher, QUIET as WATCH_QUIET};

@@ -38,6 +38,7 @@ pub(super) async fn check(
     tool_linker: &Linker<ToolState>,
     path: &Path,
     component: Component,
+    memory_limit: usize,
 ) -> Result<LoadedPlugin, PluginError> {
     let invalid = |message: String| PluginError::Invalid {
         path: path.to_path_buf(),
@@ -70,7 +71,10 @@ pub(super) async fn check(
                     "does not fit the `strategy` world of agentd:plugin@{contract}: {e:#}"
                 ))
             })?;
-            let mut store = new_store(engine, StrategyState::probe("(loading)".into()));
+            let mut store = new_store(
+                engine,
+                StrategyState::probe("(loading)".into(), memory_limit),
+            );
             let probe = async {
                 let inst = pre.instantiate(&mut store).await?;
                 let meta = inst.metadata(&mut store).await?;
@@ -83,6 +87,7 @@ pub(super) async fn check(
                 meta,
                 defaults,
                 pre,
+                memory_limit,
             })))
         }
         WorldKind::Tool => {
@@ -97,7 +102,7 @@ pub(super) async fn check(
             );
             let mut store = new_store(
                 engine,
-                ToolState::new("(loading)".into(), sandbox, StepClock::new()),
+                ToolState::new("(loading)".into(), sandbox, StepClock::new(), memory_limit),
             );
             let probe = async {
                 let inst = pre.instantiate(&mut store).await?;
@@ -120,7 +125,12 @@ pub(super) async fn check(
                     spec.name
                 )));
             }
-            Ok(LoadedPlugin::Tool(Arc::new(ToolPlugin { meta, spec, pre })))
+            Ok(LoadedPlugin::Tool(Arc::new(ToolPlugin {
+                meta,
+                spec,
+                pre,
+                memory_limit,
+            })))
         }
     }
 }

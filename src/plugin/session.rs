@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
 use super::clock::StepClock;
+use super::limits::LimitHit;
 use super::run_host::RunHost;
 use super::store::new_store;
 use super::strategy::{StrategyInstance, StrategyPlugin};
@@ -32,6 +33,17 @@ pub enum StepEnd {
     Overran {
         /// The name of the plugin executing when the deadline passed.
         culprit: String,
+    },
+    /// A plugin (the strategy, or a tool it invoked) was stopped by one of
+    /// the host's limits: memory, stack, handles (and, for the strategy,
+    /// bytes per call). Unlike
+    /// a tool's ordinary trap this ends the run, since trying again would
+    /// hit the same limit; `reason` names the plugin and the limit.
+    Stopped {
+        /// The plugin stopped (the strategy's or a tool's name).
+        plugin: String,
+        /// What it passed, naming the plugin and the limit.
+        reason: String,
     },
     /// The run's cancel token fired mid-step; the call was dropped.
     Cancelled,
@@ -57,6 +69,10 @@ pub enum SessionError {
         /// The deadline it missed (the run's step timeout).
         limit: Duration,
     },
+    /// Instantiating it already passed a limit (its initial memory is
+    /// larger than `[plugins] memory_limit`, say).
+    #[error("cannot instantiate strategy plugin: {0}")]
+    Limit(LimitHit),
 }
 
 /// One run's live strategy instance in its own store, with the run's tools
@@ -84,16 +100,25 @@ impl StrategySession {
         let tools = ToolBox::new(tools, sandbox, clock.clone());
         let mut store = new_store(
             strategy.pre.engine(),
-            StrategyState::new(name.clone(), host, tools, clock.clone()),
+            StrategyState::new(
+                name.clone(),
+                host,
+                tools,
+                clock.clone(),
+                strategy.memory_limit,
+            ),
         );
         let instance = match tokio::time::timeout(limit, strategy.pre.instantiate(&mut store)).await
         {
             Ok(Ok(i)) => i,
             Ok(Err(e)) => {
+                if let Some(hit) = store.data().limit_hit(&e) {
+                    return Err(SessionError::Limit(hit));
+                }
                 return Err(SessionError::Instantiate {
                     plugin: name.to_string(),
                     message: format!("{e:#}"),
-                })
+                });
             }
             Err(_) => {
                 return Err(SessionError::Slow {
@@ -113,30 +138,53 @@ impl StrategySession {
     /// One `step()` under `limit` of plugin time and `cancel`.
     pub async fn step(&mut self, limit: Duration, cancel: &CancellationToken) -> StepEnd {
         self.clock.start(&self.name);
-        let call = self.instance.step(&mut self.store);
-        tokio::pin!(call);
-        loop {
-            let left = limit.saturating_sub(self.clock.guest_time());
-            if left.is_zero() {
-                // Read before the call is dropped: dropping it unwinds the
-                // tool that was running back to the strategy.
-                let culprit = self.clock.running().unwrap_or_else(|| self.name.clone());
-                return StepEnd::Overran {
-                    culprit: culprit.to_string(),
-                };
+        let ended = {
+            let call = self.instance.step(&mut self.store);
+            tokio::pin!(call);
+            loop {
+                let left = limit.saturating_sub(self.clock.guest_time());
+                if left.is_zero() {
+                    // Read before the call is dropped: dropping it unwinds the
+                    // tool that was running back to the strategy.
+                    let culprit = self.clock.running().unwrap_or_else(|| self.name.clone());
+                    return StepEnd::Overran {
+                        culprit: culprit.to_string(),
+                    };
+                }
+                tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => return StepEnd::Cancelled,
+                    r = &mut call => break r,
+                    // Re-checked rather than trusted: time paused in host waits
+                    // is added back, so the deadline moves.
+                    _ = tokio::time::sleep(left) => {}
+                }
             }
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return StepEnd::Cancelled,
-                r = &mut call => return match r {
-                    Ok(Ok(text)) => StepEnd::Done(text),
-                    Ok(Err(e)) => StepEnd::Failed(e.message),
-                    Err(trap) => StepEnd::Trapped(format!("{trap:#}")),
-                },
-                // Re-checked rather than trusted: time paused in host waits
-                // is added back, so the deadline moves.
-                _ = tokio::time::sleep(left) => {}
+        };
+        match ended {
+            Ok(Ok(text)) => StepEnd::Done(text),
+            Ok(Err(e)) => StepEnd::Failed(e.message),
+            Err(trap) => self.trapped(trap),
+        }
+    }
+
+    /// A trap of the step: a limit that stopped a tool the strategy invoked
+    /// (raised through `invoke-tool`, see `strategy_host.rs`), a limit that
+    /// stopped the strategy itself, or an ordinary trap.
+    fn trapped(&self, trap: wasmtime::Error) -> StepEnd {
+        let hit = trap
+            .downcast_ref::<LimitHit>()
+            .cloned()
+            .or_else(|| self.store.data().limit_hit(&trap));
+        match hit {
+            Some(hit) => {
+                tracing::warn!(plugin = hit.plugin(), error = %hit, trap = %format!("{trap:#}"), "plugin stopped by a limit");
+                StepEnd::Stopped {
+                    plugin: hit.plugin().to_string(),
+                    reason: hit.to_string(),
+                }
             }
+            None => StepEnd::Trapped(format!("{trap:#}")),
         }
     }
 }

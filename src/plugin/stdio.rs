@@ -8,6 +8,8 @@ use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
+/// A plugin's stdout or stderr: each line goes to the log under the
+/// plugin's name.
 #[derive(Clone)]
 pub struct LogStream {
     plugin: Arc<str>,
@@ -15,6 +17,7 @@ pub struct LogStream {
 }
 
 impl LogStream {
+    /// `stream` is `"stdout"` or `"stderr"`, as the log shows it.
     pub fn new(plugin: Arc<str>, stream: &'static str) -> Self {
         LogStream { plugin, stream }
     }
@@ -53,12 +56,16 @@ impl LineWriter {
         tracing::info!(target: "agentd::guest_output", plugin = %self.plugin, stream = self.stream, "{text}");
     }
 
+    /// Emits every complete line, and cuts a line at [`MAX_LINE`] bytes:
+    /// one write can carry many lines, or more than a line's worth.
     fn flush_lines(&mut self) {
-        while let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-            self.emit(pos + 1);
-        }
-        if self.buf.len() >= MAX_LINE {
-            self.emit(self.buf.len());
+        loop {
+            let window = self.buf.len().min(MAX_LINE);
+            match self.buf[..window].iter().position(|b| *b == b'\n') {
+                Some(pos) => self.emit(pos + 1),
+                None if self.buf.len() >= MAX_LINE => self.emit(MAX_LINE),
+                None => break,
+            }
         }
     }
 }
@@ -93,5 +100,35 @@ impl Drop for LineWriter {
             let len = self.buf.len();
             self.emit(len);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> LineWriter {
+        LineWriter {
+            plugin: "p".into(),
+            stream: "stdout",
+            buf: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_long_write_is_cut_into_lines_of_at_most_max_line() {
+        let mut w = writer();
+        w.buf.extend(std::iter::repeat_n(b'a', 3 * MAX_LINE + 10));
+        w.flush_lines();
+        // Three full lines were emitted; the rest waits for its newline.
+        assert_eq!(w.buf.len(), 10);
+    }
+
+    #[test]
+    fn complete_lines_are_emitted_and_the_rest_is_kept() {
+        let mut w = writer();
+        w.buf.extend_from_slice(b"one\ntwo\nthr");
+        w.flush_lines();
+        assert_eq!(w.buf, b"thr");
     }
 }

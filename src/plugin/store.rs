@@ -1,14 +1,34 @@
 //! What every plugin store starts with, whichever world it serves: the
-//! epoch settings that let a deadline or a cancel stop the guest, WASI with
+//! epoch settings that let a deadline or a cancel stop the guest, the
+//! limits of `limits.rs` (memory, handles, bytes per call), WASI with
 //! nothing ambient, and the guest's log lines under its name.
 
 use std::sync::Arc;
 
+use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::WasiCtx;
 
 use super::bindings::v0_2::strategy::agentd::plugin::logging::Level;
+use super::limits::{
+    capped_log_message, StoreLimiter, HOSTCALL_FUEL, MAX_COMPONENT_HANDLES, MAX_HOST_HANDLES,
+};
 use super::stdio;
+
+/// The data of every plugin store gives access to its limiter, so
+/// [`new_store`] can install it and a trap can be explained by it.
+pub(super) trait Limited {
+    /// The store's limiter (memory and tables of this plugin instance).
+    fn limiter(&mut self) -> &mut StoreLimiter;
+}
+
+/// A resource table for a plugin's host handles, capped at
+/// [`MAX_HOST_HANDLES`] (wasmtime's default is a million).
+pub(super) fn capped_table() -> ResourceTable {
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_HOST_HANDLES);
+    table
+}
 
 /// WASI for a plugin: no preopened directories, no environment, no
 /// arguments, no network (the builder grants none of them unless asked);
@@ -21,16 +41,23 @@ pub(super) fn sandboxed_wasi(plugin: &Arc<str>) -> WasiCtx {
 }
 
 /// Every store yields to the async runtime at each epoch tick, so a deadline
-/// or a cancel can stop a guest that never returns.
-pub(super) fn new_store<T: 'static>(engine: &Engine, data: T) -> Store<T> {
+/// or a cancel can stop a guest that never returns; its memory and tables
+/// are limited by the data's [`StoreLimiter`], and what one call may copy
+/// out of the guest and the handles it may hold are capped.
+pub(super) fn new_store<T: Limited + 'static>(engine: &Engine, data: T) -> Store<T> {
     let mut store = Store::new(engine, data);
     store.set_epoch_deadline(1);
     store.epoch_deadline_async_yield_and_update(1);
+    store.limiter(|data| data.limiter() as &mut dyn wasmtime::ResourceLimiter);
+    store.set_hostcall_fuel(HOSTCALL_FUEL);
+    store.set_max_component_handles(MAX_COMPONENT_HANDLES);
     store
 }
 
-/// A guest's `logging.log`, at its level, tagged with the plugin.
+/// A guest's `logging.log`, at its level, tagged with the plugin, cut to
+/// [`MAX_LOG_MESSAGE`](super::limits::MAX_LOG_MESSAGE) bytes.
 pub(super) fn plugin_log(plugin: &str, level: Level, message: &str) {
+    let message = capped_log_message(message);
     match level {
         Level::Trace => tracing::trace!(target: "agentd::guest", plugin, "{message}"),
         Level::Debug => tracing::debug!(target: "agentd::guest", plugin, "{message}"),

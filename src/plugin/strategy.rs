@@ -25,6 +25,9 @@ pub struct StrategyPlugin {
     pub defaults: StrategyDefaults,
     /// The component ready to instantiate; one instance per run.
     pub pre: StrategyPre,
+    /// `[plugins] memory_limit` in bytes when it was loaded: each run's
+    /// instance gets a store limited to it.
+    pub memory_limit: usize,
 }
 
 /// Adds the strategy world of every contract version to `linker`.

@@ -17,15 +17,17 @@ use super::bindings::v0_2::strategy::agentd::plugin::{agent, logging};
 use super::clock::StepClock;
 use super::compat_v0_1::{old, Conv};
 use super::convert::*;
+use super::limits::{LimitHit, StoreLimiter};
 use super::run_host::{ChatFailure, ProbeHost, RunHost};
-use super::store::{plugin_log, sandboxed_wasi};
-use super::tool::ToolBox;
+use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
+use super::tool::{ToolBox, ToolFailure};
 
-/// The state of a strategy's store: its WASI context, the run behind its
-/// imports, the run's tools and the step clock.
+/// The data of a strategy's store: its WASI context and handles, its
+/// limiter, the run it serves and the run's tools.
 pub struct StrategyState {
     wasi: WasiCtx,
     table: ResourceTable,
+    limiter: StoreLimiter,
     plugin: Arc<str>,
     host: Arc<dyn RunHost>,
     tools: ToolBox,
@@ -33,17 +35,19 @@ pub struct StrategyState {
 }
 
 impl StrategyState {
-    /// The state for one run's strategy instance; `plugin` names it in logs
-    /// and errors.
+    /// The state of `plugin`'s store for one run, its memories summed
+    /// limited to `memory_limit` bytes.
     pub fn new(
         plugin: Arc<str>,
         host: Arc<dyn RunHost>,
         tools: ToolBox,
         clock: Arc<StepClock>,
+        memory_limit: usize,
     ) -> Self {
         StrategyState {
             wasi: sandboxed_wasi(&plugin),
-            table: ResourceTable::new(),
+            table: capped_table(),
+            limiter: StoreLimiter::new(memory_limit),
             plugin,
             host,
             tools,
@@ -52,7 +56,7 @@ impl StrategyState {
     }
 
     /// For load-time probes (metadata, defaults) that must not touch any run.
-    pub fn probe(plugin: Arc<str>) -> Self {
+    pub fn probe(plugin: Arc<str>, memory_limit: usize) -> Self {
         let sandbox = crate::sandbox::NoSandbox::new("load-time probe");
         let sandbox = crate::sandbox::SandboxProvider::for_run(&sandbox, "probe");
         let clock = StepClock::new();
@@ -61,7 +65,20 @@ impl StrategyState {
             Arc::new(ProbeHost),
             ToolBox::new(Vec::new(), sandbox, clock.clone()),
             clock,
+            memory_limit,
         )
+    }
+
+    /// Why the strategy stopped, if a limit stopped it (see
+    /// [`super::limits::classify`]).
+    pub(super) fn limit_hit(&self, error: &wasmtime::Error) -> Option<LimitHit> {
+        super::limits::classify(error, &self.limiter, &self.plugin)
+    }
+}
+
+impl Limited for StrategyState {
+    fn limiter(&mut self) -> &mut StoreLimiter {
+        &mut self.limiter
     }
 }
 
@@ -174,6 +191,13 @@ impl agent::Host for StrategyState {
         match &result {
             Ok(text) => self.host.tool_finished(&call, true, text),
             Err(e) => self.host.tool_finished(&call, false, &e.to_string()),
+        }
+        // A tool stopped by a limit ends the run: it is not something the
+        // model can fix by trying again (each try would take the same
+        // memory, stack or handles), so the strategy is unwound with the
+        // cause, which the session reports naming the tool.
+        if let Err(ToolFailure::Limit(hit)) = result {
+            return Err(wasmtime::Error::new(hit));
         }
         Ok(result.map_err(|e| e.into_wit()))
     }

@@ -15,6 +15,7 @@ use super::bindings::{v0_1, v0_2, Contract};
 use super::clock::StepClock;
 use super::compat_v0_1;
 use super::convert::error;
+use super::limits::LimitHit;
 use super::meta::PluginMeta;
 use super::store::new_store;
 use super::tool_host::ToolState;
@@ -31,6 +32,9 @@ pub struct ToolPlugin {
     pub spec: ToolSpec,
     /// The component ready to instantiate; one instance per run that calls it.
     pub pre: ToolPre,
+    /// `[plugins] memory_limit` in bytes when it was loaded: each run's
+    /// instance of this tool gets a store limited to it.
+    pub memory_limit: usize,
 }
 
 /// Adds the tool world of every contract version to `linker`.
@@ -164,6 +168,11 @@ pub enum ToolFailure {
         /// The trap, or why the tool could not be instantiated.
         message: String,
     },
+    /// The tool was stopped by one of the host's limits (memory, stack,
+    /// handles); the strategy host ends the run with it. (Too many bytes in
+    /// one call is `Trapped`: the model can ask for less.)
+    #[error("{0}")]
+    Limit(LimitHit),
 }
 
 struct LiveTool {
@@ -212,17 +221,21 @@ impl ToolBox {
                     plugin.meta.name.as_str().into(),
                     self.sandbox.clone(),
                     self.clock.clone(),
+                    plugin.memory_limit,
                 ),
             );
-            let instance =
-                plugin
-                    .pre
-                    .instantiate(&mut store)
-                    .await
-                    .map_err(|e| ToolFailure::Trapped {
-                        plugin: name.to_string(),
-                        message: format!("cannot instantiate: {e:#}"),
-                    })?;
+            let instance = match plugin.pre.instantiate(&mut store).await {
+                Ok(i) => i,
+                Err(e) => {
+                    return Err(match store.data().limit_hit(&e) {
+                        Some(hit) => ToolFailure::Limit(hit),
+                        None => ToolFailure::Trapped {
+                            plugin: name.to_string(),
+                            message: format!("cannot instantiate: {e:#}"),
+                        },
+                    })
+                }
+            };
             self.live
                 .insert(name.to_string(), LiveTool { store, instance });
         }
@@ -234,10 +247,25 @@ impl ToolBox {
             Ok(Ok(text)) => Ok(text),
             Ok(Err(e)) => Err(ToolFailure::Reported(e)),
             Err(trap) => {
+                let hit = live.store.data().limit_hit(&trap);
                 self.live.remove(name);
-                Err(ToolFailure::Trapped {
-                    plugin: name.to_string(),
-                    message: format!("{trap:#}"),
+                Err(match hit {
+                    // Too much data in one call (a result or an argument
+                    // over the per-call limit) was refused before the host
+                    // allocated it; the model can ask for less, so it sees
+                    // the refusal, and the instance is replaced.
+                    Some(hit @ LimitHit::HostcallData { .. }) => ToolFailure::Trapped {
+                        plugin: name.to_string(),
+                        message: hit.to_string(),
+                    },
+                    Some(hit) => {
+                        tracing::warn!(plugin = name, error = %hit, trap = %format!("{trap:#}"), "tool plugin stopped by a limit");
+                        ToolFailure::Limit(hit)
+                    }
+                    None => ToolFailure::Trapped {
+                        plugin: name.to_string(),
+                        message: format!("{trap:#}"),
+                    },
                 })
             }
         }
@@ -251,7 +279,9 @@ impl ToolFailure {
         match self {
             ToolFailure::Unknown(n) => error(ErrorCode::UnknownTool, format!("unknown tool `{n}`")),
             ToolFailure::Reported(e) => e,
-            t @ ToolFailure::Trapped { .. } => error(ErrorCode::Failed, t.to_string()),
+            t @ (ToolFailure::Trapped { .. } | ToolFailure::Limit(_)) => {
+                error(ErrorCode::Failed, t.to_string())
+            }
         }
     }
 }

@@ -18,14 +18,16 @@ use super::bindings::v0_2::tool::agentd::plugin::sandbox as wit_sandbox;
 use super::clock::{Paused, StepClock};
 use super::compat_v0_1::{old, Conv};
 use super::convert::sandbox_error;
-use super::store::{plugin_log, sandboxed_wasi};
+use super::limits::{LimitHit, StoreLimiter};
+use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
 use crate::sandbox::{CommandSpec, Sandbox};
 
-/// The state of one tool's store: its WASI context and the run's sandbox,
-/// which its `sandbox` import drives.
+/// The data of one tool's store in one run: its WASI context and handles,
+/// its limiter, and the run's sandbox.
 pub struct ToolState {
     wasi: WasiCtx,
     table: ResourceTable,
+    limiter: StoreLimiter,
     plugin: Arc<str>,
     sandbox: Arc<dyn Sandbox>,
     /// The run's step clock; sandbox waits do not count against the step
@@ -34,11 +36,18 @@ pub struct ToolState {
 }
 
 impl ToolState {
-    /// The state for tool `plugin` in one run, acting on that run's `sandbox`.
-    pub fn new(plugin: Arc<str>, sandbox: Arc<dyn Sandbox>, clock: Arc<StepClock>) -> Self {
+    /// The state of `plugin`'s store in one run, acting on `sandbox`, its
+    /// memories summed limited to `memory_limit` bytes.
+    pub fn new(
+        plugin: Arc<str>,
+        sandbox: Arc<dyn Sandbox>,
+        clock: Arc<StepClock>,
+        memory_limit: usize,
+    ) -> Self {
         ToolState {
             wasi: sandboxed_wasi(&plugin),
-            table: ResourceTable::new(),
+            table: capped_table(),
+            limiter: StoreLimiter::new(memory_limit),
             plugin,
             sandbox,
             clock,
@@ -47,6 +56,18 @@ impl ToolState {
 
     fn pause(&self) -> Paused {
         self.clock.pause()
+    }
+
+    /// Why the tool stopped, if a limit stopped it (see
+    /// [`super::limits::classify`]).
+    pub(super) fn limit_hit(&self, error: &wasmtime::Error) -> Option<LimitHit> {
+        super::limits::classify(error, &self.limiter, &self.plugin)
+    }
+}
+
+impl Limited for ToolState {
+    fn limiter(&mut self) -> &mut StoreLimiter {
+        &mut self.limiter
     }
 }
 

@@ -15,6 +15,15 @@ struct Args {
     /// Loop forever, for the step deadline's tests.
     #[serde(default)]
     spin: bool,
+    /// Recurse without end: the host's stack limit must stop it.
+    #[serde(default)]
+    recurse: bool,
+    /// Allocate until refused: `[plugins] memory_limit` must stop it.
+    #[serde(default)]
+    grow: bool,
+    /// Return 32 MiB: more than one call may hand the host.
+    #[serde(default)]
+    huge: bool,
 }
 
 struct FailTool;
@@ -38,6 +47,22 @@ impl Guest for FailTool {
                 counter = core::hint::black_box(counter.wrapping_add(1));
             }
         }
+        if args.as_ref().is_some_and(|a| a.recurse) {
+            let depth = recurse(core::hint::black_box(0));
+            return Ok(format!("recursed {depth} deep unhindered"));
+        }
+        if args.as_ref().is_some_and(|a| a.huge) {
+            return Ok("A".repeat(32 << 20));
+        }
+        if args.as_ref().is_some_and(|a| a.grow) {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            while hoard.len() <= 1 << 14 {
+                let mut chunk = vec![0u8; 1 << 20];
+                chunk[0] = 1;
+                hoard.push(core::hint::black_box(chunk));
+            }
+            return Ok(format!("grew to {} MiB unhindered", hoard.len()));
+        }
         let trap = args.is_some_and(|a| a.trap);
         if trap {
             // With panic = "abort" this is a wasm trap.
@@ -48,3 +73,12 @@ impl Guest for FailTool {
 }
 
 export_tool!(FailTool);
+
+/// Never returns: each frame keeps a buffer live across the call, so the
+/// recursion can be neither turned into a loop nor folded away.
+#[allow(unconditional_recursion)] // the point: it must be stopped by the host
+fn recurse(depth: u64) -> u64 {
+    let frame = core::hint::black_box([depth; 32]);
+    let below = recurse(core::hint::black_box(depth + 1));
+    below.wrapping_add(frame[(depth % 32) as usize])
+}

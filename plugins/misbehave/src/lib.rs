@@ -29,6 +29,9 @@ impl Guest for Misbehave {
 
     fn step() -> Result<String, Error> {
         let prompt = agent::config().system_prompt.unwrap_or_default();
+        if let Some(ended) = wasm_limits::misbehave(&prompt) {
+            return ended;
+        }
         if prompt.contains("loop-forever") {
             // black_box keeps the optimiser from proving the loop pointless
             // and deleting it (an empty infinite loop is UB-free but foldable).
@@ -95,3 +98,69 @@ impl Guest for Misbehave {
 }
 
 export_strategy!(Misbehave);
+
+/// Modes that attack the wasm-level limits of the host (`[plugins]
+/// memory_limit`, the stack, handle caps, the bytes one call may pass): the
+/// host must stop each with an error naming this plugin and the limit.
+mod wasm_limits {
+    use agentd_strategy_sdk::{Error, agent, log};
+
+    // `wasi:cli/stdout.get-stdout`, imported directly so the handles it
+    // returns can be kept (the standard library drops each one).
+    #[link(wasm_import_module = "wasi:cli/stdout@0.2.0")]
+    unsafe extern "C" {
+        #[link_name = "get-stdout"]
+        fn get_stdout() -> i32;
+    }
+
+    pub fn misbehave(prompt: &str) -> Option<Result<String, Error>> {
+        if prompt.contains("grow-memory") {
+            // Keeps every MiB it gets (touched, so it is real memory) until
+            // an allocation fails, which aborts: a trap.
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                let mut chunk = vec![0u8; 1 << 20];
+                chunk[0] = 1;
+                hoard.push(core::hint::black_box(chunk));
+                if hoard.len() > 1 << 14 {
+                    agent::finish();
+                    return Some(Ok(format!("grew to {} MiB unhindered", hoard.len())));
+                }
+            }
+        }
+        if prompt.contains("deep-recursion") {
+            let depth = recurse(core::hint::black_box(0));
+            agent::finish();
+            return Some(Ok(format!("recursed {depth} deep unhindered")));
+        }
+        if prompt.contains("stdout-handles") {
+            let mut held = 0u32;
+            for _ in 0..1_000_000 {
+                // SAFETY: the import takes nothing and returns a handle,
+                // which is deliberately never dropped.
+                let handle = unsafe { get_stdout() };
+                core::hint::black_box(handle);
+                held += 1;
+            }
+            agent::finish();
+            return Some(Ok(format!("held {held} stdout handles unhindered")));
+        }
+        if prompt.contains("log-flood") {
+            // One call handing the host 32 MiB.
+            let big = "A".repeat(32 << 20);
+            log::info(&big);
+            agent::finish();
+            return Some(Ok("passed 32 MiB to the host unhindered".to_string()));
+        }
+        None
+    }
+
+    /// Never returns: each frame keeps a buffer live across the call, so
+    /// the recursion can be neither turned into a loop nor folded away.
+    #[allow(unconditional_recursion)] // the point: it must be stopped by the host
+fn recurse(depth: u64) -> u64 {
+        let frame = core::hint::black_box([depth; 32]);
+        let below = recurse(core::hint::black_box(depth + 1));
+        below.wrapping_add(frame[(depth % 32) as usize])
+    }
+}
