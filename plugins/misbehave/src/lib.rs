@@ -1,6 +1,7 @@
 //! A strategy that misbehaves on request, so the host's fuel/epoch limits,
-//! trap handling and stdio capture can be tested. The system prompt picks
-//! the behaviour because it is the one input a test sets per agent.
+//! trap handling, stdio capture and limits on what it keeps can be tested.
+//! The system prompt picks the behaviour because it is the one input a test
+//! sets per agent.
 
 use agentd_strategy_sdk::{Defaults, Error, Guest, Message, Metadata, agent, export_strategy};
 
@@ -83,6 +84,14 @@ impl Guest for Misbehave {
                 Err(agentd_strategy_sdk::ChatError::TokenLimit(m)) => Err(Error::failed(m)),
             };
         }
+        if prompt.contains("add-message-flood") {
+            return add_message_flood();
+        }
+        if prompt.contains("step-result-flood") {
+            // The step's result line is kept by the host too.
+            agent::finish();
+            return Ok("R".repeat(100 << 20));
+        }
         if prompt.contains("print") {
             println!("hello from stdout");
             eprintln!("hello from stderr");
@@ -91,6 +100,19 @@ impl Guest for Misbehave {
         }
         agent::finish();
         Ok("misbehave is fine".to_string())
+    }
+}
+
+/// A strategy that makes the host keep more than it should: one 100 MiB
+/// message, sent again and again whatever the host answers. The import
+/// takes the message by reference, so each call costs the guest nothing;
+/// the host must refuse it before it keeps (or copies) anything, and end
+/// the run.
+fn add_message_flood() -> Result<String, Error> {
+    let big = Message::user("A".repeat(100 << 20));
+    loop {
+        // Refusals are ignored on purpose: a hostile strategy would.
+        let _ = core::hint::black_box(agent::add_message(&big));
     }
 }
 
