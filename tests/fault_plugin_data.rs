@@ -53,26 +53,49 @@ fn peak_rss(d: &Daemon) -> u64 {
         .expect("VmHWM")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_strategy_adding_100_mib_messages_in_a_loop_is_refused_and_stopped() {
-    let llm = FakeLlm::start().await.expect("fake llm");
-    let agent = "\n[agents.flood]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"add-message-flood\"\nmax_steps = 3\n";
-    let (d, committed) = blocking(|| start(&llm, "", agent));
-    let id = blocking(|| d.create_run("flood", "flood the host"));
-    let bystander = blocking(|| Bystander::start(&d, &llm));
-    blocking(|| assert_status_within_a_second(&d));
-    let record = blocking(|| d.wait_run(&id, Duration::from_secs(120)));
-
-    // Stopped at the first refusal, naming the strategy and the key, not
-    // at the step deadline a minute later.
-    assert_ended_because(&record, "error", &["misbehave", "max_message_bytes"]);
-    let kept: usize = record["messages"]
+/// The bytes of message content a run record holds.
+fn content_bytes(record: &Value) -> usize {
+    record["messages"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|m| m["content"].as_str().map_or(0, str::len))
-        .sum();
-    assert!(kept < 1 << 20, "the transcript holds {kept} bytes");
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strategy_adding_100_mib_messages_in_a_loop_is_refused_and_stopped() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let agents = "\n[agents.flood]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"add-message-flood 100\"\nmax_steps = 3\n\
+                  \n[agents.flood3]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"add-message-flood 3\"\nmax_steps = 3\n";
+    let (d, committed) = blocking(|| start(&llm, "", agents));
+    let id = blocking(|| d.create_run("flood", "flood the host"));
+    let small = blocking(|| d.create_run("flood3", "flood the host with less"));
+    let bystander = blocking(|| Bystander::start(&d, &llm));
+    blocking(|| assert_status_within_a_second(&d));
+    let record = blocking(|| d.wait_run(&id, Duration::from_secs(120)));
+    let record3 = blocking(|| d.wait_run(&small, Duration::from_secs(120)));
+
+    // Stopped at the first refusal, naming the strategy and the key, not
+    // at the step deadline a minute later. 3 MiB is over the message limit
+    // (2 MiB) but under any sensible hostcall fuel: the run limit refuses it.
+    assert_ended_because(
+        &record3,
+        "error",
+        &["misbehave", "max_message_bytes", "3145728 bytes"],
+    );
+    // 100 MiB is refused by the message limit, or, when the store's
+    // hostcall fuel is below 100 MiB, by wasmtime before the host sees it.
+    assert_ended_because(&record, "error", &["misbehave"]);
+    let error = record["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("max_message_bytes") || error.contains("hostcall"),
+        "the error names the cause: {error}"
+    );
+    for r in [&record, &record3] {
+        let kept = content_bytes(r);
+        assert!(kept < 1 << 20, "the transcript holds {kept} bytes");
+    }
     // Each refused call still lifts 100 MiB out of the guest, once; none
     // is copied on or kept. Kept, a few calls would pass a gigabyte.
     let peak = peak_rss(&d);
@@ -80,7 +103,7 @@ async fn a_strategy_adding_100_mib_messages_in_a_loop_is_refused_and_stopped() {
 
     blocking(|| bystander.finish(&d));
     blocking(|| assert_status_within_a_second(&d));
-    assert_no_containers(&[&id, &bystander.id]).await;
+    assert_no_containers(&[&id, &small, &bystander.id]).await;
     blocking(|| committed.assert_unchanged(&d));
 }
 
@@ -101,16 +124,23 @@ async fn a_tool_returning_128_mib_is_truncated_before_anything_keeps_it() {
     let agent = "\n[agents.big]\nstrategy = \"toolcall\"\ntools = [\"misbehave_tool\", \"terminate\"]\nmax_steps = 3\n";
     let (d, committed) = blocking(|| start(&llm, "", agent));
     let request = "return too much";
-    let output = serde_json::json!({ "output_bytes": 128 << 20 }).to_string();
-    let error = serde_json::json!({ "error_bytes": 128 << 20 }).to_string();
+    let args = |key: &str, bytes: usize| {
+        (
+            "misbehave_tool".to_string(),
+            serde_json::json!({ key: bytes }).to_string(),
+        )
+    };
     llm.push_for(
         request,
         [
             Reply::Calls {
                 content: None,
+                // 3 MiB: over max_tool_result_bytes, under any sensible
+                // hostcall fuel, so the run limit is what cuts it.
                 calls: vec![
-                    ("misbehave_tool".into(), output),
-                    ("misbehave_tool".into(), error),
+                    args("output_bytes", 3 << 20),
+                    args("error_bytes", 3 << 20),
+                    args("output_bytes", 128 << 20),
                 ],
             },
             Reply::terminate(),
@@ -125,28 +155,38 @@ async fn a_tool_returning_128_mib_is_truncated_before_anything_keeps_it() {
     // max_tool_result_bytes (here the default: `output_limit`, 1 MiB).
     assert_eq!(record["outcome"], "finished", "{}", record["error"]);
     let tools = tool_messages(&record);
-    for (t, what) in tools.iter().zip(["tool result", "tool error"]) {
+    let tail = |t: &str| t[t.floor_char_boundary(t.len().saturating_sub(200))..].to_string();
+    for t in &tools[..3] {
         assert!(
             t.len() <= (1 << 20) + 4096,
             "a tool message of {} bytes",
             t.len()
         );
+    }
+    for (t, what) in tools.iter().zip(["tool result", "tool error"]) {
         assert!(
             t.contains(&format!(
                 "bytes: {what} over 1 MiB (max_tool_result_bytes) ...]"
             )),
             "the note is missing: {}",
-            &t[t.len().saturating_sub(200)..]
+            tail(t)
         );
     }
+    // 128 MiB: cut the same way, or refused by wasmtime when the store's
+    // hostcall fuel is below it (then the tool is reported as trapped).
+    assert!(
+        tools[2].contains("(max_tool_result_bytes)") || tools[2].contains("hostcall"),
+        "{}",
+        tail(&tools[2])
+    );
     // What followers were sent (and the history stored) is cut too.
     let events = blocking(|| d.events(&id));
     let results: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "tool_result" && e["name"] == "misbehave_tool")
         .collect();
-    assert_eq!(results.len(), 2);
-    for e in results {
+    assert_eq!(results.len(), 3);
+    for e in &results[..2] {
         let out = e["output"].as_str().unwrap_or("");
         assert!(out.len() <= 1 << 20, "an event of {} bytes", out.len());
         assert!(
@@ -154,6 +194,8 @@ async fn a_tool_returning_128_mib_is_truncated_before_anything_keeps_it() {
             "no note in the event"
         );
     }
+    let out = results[2]["output"].as_str().unwrap_or("");
+    assert!(out.len() <= 1 << 20, "an event of {} bytes", out.len());
 
     blocking(|| bystander.finish(&d));
     blocking(|| assert_status_within_a_second(&d));

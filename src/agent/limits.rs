@@ -105,7 +105,10 @@ mod tests {
         assert!(text.len() <= 64 << 10, "{}", text.len());
         let kept = text.find("\n[... truncated").expect("the note");
         assert_eq!(cut + kept, 200_000, "what is kept and what is cut add up");
-        assert!(text[..kept].chars().all(|c| c == 'é'), "cut on a char boundary");
+        assert!(
+            text[..kept].chars().all(|c| c == 'é'),
+            "cut on a char boundary"
+        );
         assert!(
             text.ends_with(&format!(
                 "[... truncated {cut} bytes: tool result over 64 KiB (max_tool_result_bytes) ...]"

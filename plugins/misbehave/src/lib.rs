@@ -84,8 +84,14 @@ impl Guest for Misbehave {
                 Err(agentd_strategy_sdk::ChatError::TokenLimit(m)) => Err(Error::failed(m)),
             };
         }
-        if prompt.contains("add-message-flood") {
-            return add_message_flood();
+        if let Some(rest) = prompt.split("add-message-flood").nth(1) {
+            // `add-message-flood 3`: messages of 3 MiB; 100 MiB by default.
+            let mib = rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(100);
+            return add_message_flood(mib << 20);
         }
         if prompt.contains("step-result-flood") {
             // The step's result line is kept by the host too.
@@ -103,13 +109,13 @@ impl Guest for Misbehave {
     }
 }
 
-/// A strategy that makes the host keep more than it should: one 100 MiB
-/// message, sent again and again whatever the host answers. The import
+/// A strategy that makes the host keep more than it should: one message of
+/// `bytes`, sent again and again whatever the host answers. The import
 /// takes the message by reference, so each call costs the guest nothing;
 /// the host must refuse it before it keeps (or copies) anything, and end
 /// the run.
-fn add_message_flood() -> Result<String, Error> {
-    let big = Message::user("A".repeat(100 << 20));
+fn add_message_flood(bytes: usize) -> Result<String, Error> {
+    let big = Message::user("A".repeat(bytes));
     loop {
         // Refusals are ignored on purpose: a hostile strategy would.
         let _ = core::hint::black_box(agent::add_message(&big));
