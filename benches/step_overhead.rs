@@ -54,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
         plugins: runtime_plugins.clone(),
         sandboxes: Arc::new(NoSandbox::new("benchmark")),
         step_timeout: Duration::from_secs(60),
+        limits: agentd::agent::RunLimits::default(),
     });
     let llm = FakeLlm::start().await?;
     llm.set_recording(false);

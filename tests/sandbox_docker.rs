@@ -445,6 +445,34 @@ async fn run_is_a_one_off_command() {
     sb.destroy().await;
 }
 
+/// A plugin asking for a longer timeout than `[sandbox] timeout` gets the
+/// configured one (`timeout_secs` is a guest-chosen `u32`: 136 years).
+#[tokio::test]
+async fn a_timeout_a_plugin_asks_for_is_clamped_to_the_configured_one() {
+    let p = provider_with(SandboxConfig {
+        timeout: Duration::from_secs(1),
+        ..config()
+    })
+    .await;
+    let sb = p.sandbox(&run_id("clamp"));
+    let _cleanup = Cleanup(sb.clone());
+    let forever = Some(Duration::from_secs(u64::from(u32::MAX)));
+    let o = sb
+        .run(CommandSpec {
+            command: "sleep 1000".into(),
+            workdir: None,
+            timeout: forever,
+            stdin: None,
+        })
+        .await
+        .expect("run");
+    assert!(o.timed_out, "{o:?}");
+    assert!(o.stderr.contains("timed out after 1s"), "{o:?}");
+    let o = sb.shell("sleep 1000", forever).await.expect("shell");
+    assert!(o.timed_out, "{o:?}");
+    sb.destroy().await;
+}
+
 #[tokio::test]
 async fn files_roundtrip_as_tar() {
     let p = provider().await;

@@ -8,16 +8,21 @@
 //! loop moves it forward through the methods below, which keep its rules
 //! (one step at a time, the warning for one step only, the budget).
 
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
 use super::events::{EventSink, MessageSink, RunEvent};
+use super::limits::{event_bytes, human_bytes, message_bytes, truncate_with_note};
 use super::memory::Memory;
-use super::settings::RunSettings;
+use super::settings::{RunLimits, RunSettings};
 use super::stuck::{self, is_stuck};
 use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
 use crate::chat::{ToolChoice, ToolSpec, Usage};
 use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
-use crate::plugin::run_host::{ChatFailure, RunHost, StepConfig};
+use crate::plugin::run_host::{AddMessageError, ChatFailure, RunHost, StepConfig};
 use crate::sync::LockExt;
 
 /// One run's state outside the wasm store, and the strategy host's view of
@@ -28,11 +33,17 @@ pub struct RunContext {
     pub run_id: String,
     /// The agent's configuration layered over its strategy's defaults.
     pub settings: RunSettings,
+    /// What this run may make the host keep, and for how long it may go on.
+    pub limits: RunLimits,
     llm: LlmClient,
     tool_specs: Vec<ToolSpec>,
     events: EventSink,
     messages: Option<MessageSink>,
     state: Mutex<RunState>,
+    /// Cancelled when a limit ends the run from inside a host call (the
+    /// byte budget, an over-size message): the loop stops the step at the
+    /// guest's next yield instead of waiting for the strategy to notice.
+    stop: CancellationToken,
 }
 
 struct RunState {
@@ -48,6 +59,15 @@ struct RunState {
     /// The step whose prompt carries the stuck warning (one step only).
     warning_step: Option<u32>,
     results: Vec<String>,
+    /// Bytes of transcript and events kept so far, against `max_run_bytes`.
+    bytes_kept: u64,
+    /// Why a limit ended the run; set once, with `stop` cancelled.
+    stopped: Option<String>,
+    /// Tool calls asked for in the current step (admitted or not).
+    tool_calls_in_step: u32,
+    /// Calls of the model whose arguments were over the limit and were
+    /// replaced: call id → (the placeholder arguments, why it is refused).
+    stripped_calls: HashMap<String, (String, String)>,
 }
 
 /// What the loop does next, decided under one lock.
@@ -73,6 +93,8 @@ pub struct Recorded {
     /// The token budget refused a request during the step: the run ends as
     /// `token_limit`.
     pub token_limited: bool,
+    /// The step's result as recorded: cut to `max_message_bytes`.
+    pub result: String,
 }
 
 /// Everything the run record needs, read under one lock.
@@ -93,6 +115,7 @@ impl RunContext {
     pub fn new(
         run_id: String,
         settings: RunSettings,
+        limits: RunLimits,
         llm: LlmClient,
         tool_specs: Vec<ToolSpec>,
         events: EventSink,
@@ -102,6 +125,7 @@ impl RunContext {
         RunContext {
             run_id,
             settings,
+            limits,
             llm,
             tool_specs,
             events,
@@ -115,7 +139,12 @@ impl RunContext {
                 budget_spent: 0,
                 warning_step: None,
                 results: Vec::new(),
+                bytes_kept: 0,
+                stopped: None,
+                tool_calls_in_step: 0,
+                stripped_calls: HashMap::new(),
             }),
+            stop: CancellationToken::new(),
         }
     }
 
@@ -125,9 +154,113 @@ impl RunContext {
         self.state.lock_unpoisoned()
     }
 
-    /// Hands `event` to the run's event sink.
+    /// Sends `event` to the run's sink, unless it would take the run over
+    /// its byte budget (then the run is stopped and the event dropped).
     pub fn emit(&self, event: RunEvent) {
-        (self.events)(&event);
+        let kept = {
+            let mut st = self.lock();
+            self.charge(&mut st, event_bytes(&event))
+        };
+        if kept.is_ok() {
+            (self.events)(&event);
+        }
+    }
+
+    /// Counts `bytes` against `max_run_bytes`; past it, stops the run.
+    fn charge(&self, st: &mut RunState, bytes: u64) -> Result<(), String> {
+        if let Some(reason) = &st.stopped {
+            return Err(reason.clone());
+        }
+        let total = st.bytes_kept.saturating_add(bytes);
+        if total > self.limits.max_run_bytes {
+            let reason = format!(
+                "the run's transcript and events reached max_run_bytes ({}): it would keep {} bytes",
+                human_bytes(self.limits.max_run_bytes),
+                total
+            );
+            self.stop_with(st, reason.clone());
+            return Err(reason);
+        }
+        st.bytes_kept = total;
+        Ok(())
+    }
+
+    /// Ends the run with `reason` (the first reason wins).
+    fn stop_with(&self, st: &mut RunState, reason: String) {
+        if st.stopped.is_none() {
+            warn!(run_id = %self.run_id, %reason, "a run limit ends the run");
+            st.stopped = Some(reason);
+        }
+        self.stop.cancel();
+    }
+
+    /// Resolves once a limit has ended the run (see [`Self::stop_reason`]).
+    pub async fn stopped(&self) {
+        self.stop.cancelled().await
+    }
+
+    /// Why a limit ended the run, if one did.
+    pub fn stop_reason(&self) -> Option<String> {
+        self.lock().stopped.clone()
+    }
+
+    /// Refuses a message over its size limits (content, a call's
+    /// arguments): a strategy that sends one ends the run, naming the key.
+    fn check_message_size(&self, m: &Message) -> Result<(), String> {
+        let content = m.content.as_ref().map_or(0, String::len);
+        if content > self.limits.max_message_bytes {
+            return Err(format!(
+                "content is {content} bytes, over max_message_bytes ({})",
+                human_bytes(self.limits.max_message_bytes as u64)
+            ));
+        }
+        if let Some(c) = m
+            .tool_calls
+            .iter()
+            .find(|c| c.arguments.len() > self.limits.max_tool_arguments_bytes)
+        {
+            return Err(format!(
+                "call of `{}` has {} bytes of arguments, over max_tool_arguments_bytes ({})",
+                c.name,
+                c.arguments.len(),
+                human_bytes(self.limits.max_tool_arguments_bytes as u64)
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the model returned, within the limits before any of it is
+    /// kept: text over `max_message_bytes` is cut with a note; a call whose
+    /// arguments are over `max_tool_arguments_bytes` keeps a small
+    /// placeholder instead, and is refused with an explanation when the
+    /// strategy invokes it, so the model learns why and the run goes on.
+    fn cap_reply(&self, message: &mut Message) {
+        if let Some(content) = &mut message.content {
+            truncate_with_note(
+                content,
+                self.limits.max_message_bytes,
+                "the model's reply",
+                "max_message_bytes",
+            );
+        }
+        let max = self.limits.max_tool_arguments_bytes;
+        for call in &mut message.tool_calls {
+            if call.arguments.len() <= max {
+                continue;
+            }
+            let reason = format!(
+                "the model's arguments for `{}` were {} bytes, over max_tool_arguments_bytes ({}): agentd did not keep them and did not run the call. Send shorter arguments (for example, write a long file in several steps).",
+                call.name,
+                call.arguments.len(),
+                human_bytes(max as u64)
+            );
+            warn!(run_id = %self.run_id, tool = %call.name, bytes = call.arguments.len(), "the model's tool arguments are over max_tool_arguments_bytes");
+            let placeholder = serde_json::json!({ "agentd_error": reason }).to_string();
+            call.arguments = placeholder.clone();
+            self.lock()
+                .stripped_calls
+                .insert(call.id.clone(), (placeholder, reason));
+        }
     }
 
     /// The resolved step limit (at least 1).
@@ -161,10 +294,16 @@ impl RunContext {
             return NextStep::LimitReached;
         }
         st.current_step += 1;
+        st.tool_calls_in_step = 0;
         NextStep::Step {
             step: st.current_step,
             mark: st.memory.mark(),
         }
+    }
+
+    /// The step being run (0 before the first).
+    pub fn current_step(&self) -> u32 {
+        self.lock().current_step
     }
 
     /// Whether the input-token budget has refused a request in this run; the
@@ -176,7 +315,14 @@ impl RunContext {
     /// Records `"Step {step}: {text}"` and checks whether the step that began
     /// at `mark` repeated an earlier action; if so the next step's prompt
     /// carries the warning, once.
-    pub fn record_step(&self, step: u32, mark: u64, text: &str) -> Recorded {
+    pub fn record_step(&self, step: u32, mark: u64, mut text: String) -> Recorded {
+        // The strategy's result line is kept too: cut like a message.
+        truncate_with_note(
+            &mut text,
+            self.limits.max_message_bytes,
+            "the step's result",
+            "max_message_bytes",
+        );
         let mut st = self.lock();
         st.results.push(format!("Step {step}: {text}"));
         let stuck = is_stuck(&st.memory, mark, self.settings.duplicate_threshold as usize);
@@ -186,6 +332,7 @@ impl RunContext {
         Recorded {
             stuck,
             token_limited: st.token_limit.is_some(),
+            result: text,
         }
     }
 
@@ -227,7 +374,16 @@ impl RunHost for RunContext {
         self.lock().memory.messages()
     }
 
-    fn add_message(&self, message: Message) -> Result<(), MessageError> {
+    fn add_message(&self, message: Message) -> Result<(), AddMessageError> {
+        if let Err(why) = self.check_message_size(&message) {
+            let reason = format!(
+                "the strategy added a `{}` message whose {why}; it was refused",
+                message.role
+            );
+            self.stop_with(&mut self.lock(), reason.clone());
+            return Err(AddMessageError::OverLimit(reason));
+        }
+        let size = message_bytes(&message);
         let copy = self.messages.as_ref().map(|_| message.clone());
         let announce = (message.role == Role::Assistant).then(|| {
             (
@@ -237,6 +393,9 @@ impl RunHost for RunContext {
         });
         let step = {
             let mut st = self.lock();
+            message.validate()?;
+            self.charge(&mut st, size)
+                .map_err(AddMessageError::OverLimit)?;
             st.memory.add(message)?;
             st.current_step
         };
@@ -283,6 +442,8 @@ impl RunHost for RunContext {
             })
             .await
             .map_err(|e| ChatFailure::Failed(e.to_string()))?;
+        let mut response = response;
+        self.cap_reply(&mut response.message);
         let mut st = self.lock();
         st.usage += response.usage;
         st.budget_spent += if response.usage.prompt_tokens > 0 {
@@ -298,6 +459,36 @@ impl RunHost for RunContext {
         self.tool_specs.clone()
     }
 
+    fn admit_tool_call(&self, call: &ToolCall) -> Result<(), String> {
+        let mut st = self.lock();
+        st.tool_calls_in_step += 1;
+        let (n, max) = (st.tool_calls_in_step, self.limits.max_tool_calls_per_step);
+        if n > max {
+            if n == max + 1 {
+                warn!(run_id = %self.run_id, step = st.current_step, max, "further tool calls of this step are refused: max_tool_calls_per_step");
+            }
+            return Err(format!(
+                "not run: this is tool call {n} of step {}, and max_tool_calls_per_step is {max}. Ask for fewer calls at once.",
+                st.current_step
+            ));
+        }
+        if let Some((placeholder, reason)) = st.stripped_calls.get(&call.id) {
+            if *placeholder == call.arguments {
+                return Err(reason.clone());
+            }
+        }
+        let max = self.limits.max_tool_arguments_bytes;
+        if call.arguments.len() > max {
+            return Err(format!(
+                "not run: the arguments for `{}` are {} bytes, over max_tool_arguments_bytes ({})",
+                call.name,
+                call.arguments.len(),
+                human_bytes(max as u64)
+            ));
+        }
+        Ok(())
+    }
+
     fn tool_started(&self, call: &ToolCall) {
         let step = self.lock().current_step;
         self.emit(RunEvent::ToolCall {
@@ -308,15 +499,23 @@ impl RunHost for RunContext {
         });
     }
 
-    fn tool_finished(&self, call: &ToolCall, ok: bool, output: &str) {
+    fn tool_finished(&self, call: &ToolCall, ok: bool, mut output: String) -> String {
+        let what = if ok { "tool result" } else { "tool error" };
+        truncate_with_note(
+            &mut output,
+            self.limits.max_tool_result_bytes,
+            what,
+            "max_tool_result_bytes",
+        );
         let step = self.lock().current_step;
         self.emit(RunEvent::ToolResult {
             step,
             id: call.id.clone(),
             name: call.name.clone(),
             ok,
-            output: output.to_string(),
+            output: output.clone(),
         });
+        output
     }
 
     fn finish(&self) {

@@ -11,6 +11,7 @@
 
 pub mod context;
 pub mod events;
+pub mod limits;
 pub mod memory;
 pub mod outcome;
 pub mod run;
@@ -20,4 +21,4 @@ pub mod stuck;
 pub use events::{EventSink, MessageSink, RunEvent};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use run::{Agent, AgentError, RunOptions, Runtime};
-pub use settings::AgentConfig;
+pub use settings::{AgentConfig, RunLimits};

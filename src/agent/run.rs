@@ -11,7 +11,7 @@ use tracing::{info, info_span, warn, Instrument};
 use super::context::{NextStep, RunContext};
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::outcome::{AgentState, Outcome, RunRecord};
-use super::settings::{resolve, RunSettings};
+use super::settings::{resolve, RunLimits, RunSettings};
 use crate::agent::AgentConfig;
 use crate::llm::LlmClient;
 use crate::plugin::session::{StepEnd, StrategySession};
@@ -28,6 +28,9 @@ pub struct Runtime {
     pub sandboxes: Arc<dyn SandboxProvider>,
     /// How long one step (strategy plus the tools it calls) may take.
     pub step_timeout: Duration,
+    /// The daemon's limits per run (`[daemon]`); an agent's own keys go
+    /// over them when its run starts.
+    pub limits: RunLimits,
 }
 
 /// Why [`Agent::run`] refused to start; a run that starts always returns a
@@ -219,6 +222,7 @@ impl Agent {
         RunContext::new(
             run_id.to_string(),
             settings,
+            self.runtime.limits.for_agent(&self.config),
             self.llm.clone(),
             tools,
             opts.events.clone(),
@@ -240,6 +244,7 @@ impl Agent {
             settings,
         } = resolved;
         let max_steps = settings.max_steps;
+        let name = strategy.meta.name.clone();
         let specs = tools.iter().map(|t| t.spec.clone()).collect();
         let ctx = Arc::new(self.context(&run_id, settings, &opts, specs));
         let builder = RecordBuilder::new(ctx.clone(), request);
@@ -259,17 +264,15 @@ impl Agent {
         // The loop runs in its own task: wasm calls are faster there, and a
         // panic in host code becomes an `error` outcome instead of taking the
         // caller (and the sandbox cleanup) down with it.
-        let task = tokio::spawn(
-            step_loop(
-                ctx.clone(),
-                strategy,
-                tools,
-                sandbox,
-                self.runtime.step_timeout,
-                opts.cancel.clone(),
-            )
-            .in_current_span(),
+        let steps = step_loop(
+            ctx.clone(),
+            strategy,
+            tools,
+            sandbox,
+            self.runtime.step_timeout,
+            opts.cancel.clone(),
         );
+        let task = tokio::spawn(within_limits(ctx.clone(), name, steps).in_current_span());
         let (outcome, error) = match task.await {
             Ok(end) => end,
             Err(join) => (
@@ -278,6 +281,47 @@ impl Agent {
             ),
         };
         builder.ended(outcome, error)
+    }
+}
+
+/// Runs `steps` (the whole step loop: sandbox preparation, the strategy's
+/// start, every step with its LLM calls, tool calls and sandbox waits)
+/// under the run's wall clock and its byte budget. Whichever ends first
+/// drops the loop where it is waiting, as a cancel does; `Agent::run` then
+/// removes the sandbox as on every ending.
+async fn within_limits(
+    ctx: Arc<RunContext>,
+    strategy: String,
+    steps: impl std::future::Future<Output = (Outcome, Option<String>)>,
+) -> (Outcome, Option<String>) {
+    let max = ctx.limits.max_run_time;
+    let ended = tokio::select! {
+        biased;
+        _ = ctx.stopped() => (Outcome::Error, None),
+        _ = tokio::time::sleep(max) => {
+            warn!(?max, "the run reached its wall-clock limit");
+            return (
+                Outcome::Error,
+                Some(format!(
+                    "the run reached its wall-clock limit, max_run_time ({}s), and was stopped",
+                    max.as_secs_f64()
+                )),
+            );
+        }
+        r = steps => r,
+    };
+    // A limit hit inside a host call wins over how the step then ended
+    // (the strategy may have swallowed the refusal and returned).
+    match (ctx.stop_reason(), ended) {
+        (_, (Outcome::Cancelled, e)) => (Outcome::Cancelled, e),
+        (Some(reason), _) => (
+            Outcome::Error,
+            Some(format!(
+                "{reason} (strategy `{strategy}`, step {})",
+                ctx.current_step()
+            )),
+        ),
+        (None, ended) => ended,
     }
 }
 
@@ -372,12 +416,15 @@ async fn step_loop(
                 );
             }
         };
-        let recorded = ctx.record_step(step, mark, &text);
+        let recorded = ctx.record_step(step, mark, text);
         if recorded.stuck {
             warn!(step, "agent is stuck: repeating the same action");
             ctx.emit(RunEvent::StuckDetected { step });
         }
-        ctx.emit(RunEvent::StepFinished { step, result: text });
+        ctx.emit(RunEvent::StepFinished {
+            step,
+            result: recorded.result,
+        });
         if recorded.token_limited {
             return (Outcome::TokenLimit, None);
         }

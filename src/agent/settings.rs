@@ -4,6 +4,8 @@
 //! daemon's. Resolved once when a run starts, from the plugin snapshot the
 //! run keeps, and reported with where each value came from.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::memory::DEFAULT_MAX_MESSAGES;
@@ -45,6 +47,13 @@ pub struct AgentConfig {
     pub tool_choice: Option<ToolChoice>,
     /// Tools whose successful execution finishes the run.
     pub special_tools: Option<Vec<String>>,
+    /// `[agents.X] max_run_time`: this agent's wall-clock limit per run,
+    /// over `[daemon] max_run_time` (an agent known to need long runs, or
+    /// one that must never hold a slot for long). `None`: the daemon's.
+    pub max_run_time: Option<Duration>,
+    /// `[agents.X] max_tool_calls_per_step`, over the daemon's. `None`:
+    /// the daemon's.
+    pub max_tool_calls_per_step: Option<u32>,
 }
 
 impl AgentConfig {
@@ -63,7 +72,96 @@ impl AgentConfig {
             max_messages: DEFAULT_MAX_MESSAGES as u32,
             tool_choice: None,
             special_tools: None,
+            max_run_time: None,
+            max_tool_calls_per_step: None,
         }
+    }
+}
+
+/// `[daemon] max_run_time`: an hour is far more than any sensible agent
+/// task, and short enough that a stuck run frees its slot the same day.
+pub const DEFAULT_MAX_RUN_TIME: Duration = Duration::from_secs(3600);
+/// `[daemon] max_run_bytes`: a long run's transcript and events fit many
+/// times over; hundreds of concurrent runs at this size still fit in RAM.
+pub const DEFAULT_MAX_RUN_BYTES: u64 = 64 << 20;
+/// `[daemon] max_tool_calls_per_step`: models ask for a handful of parallel
+/// calls; hundreds in one reply is a loop or an attack.
+pub const DEFAULT_MAX_TOOL_CALLS_PER_STEP: u32 = 32;
+/// `[daemon] max_message_bytes` is at least this: a message's content (the
+/// review's suggestion; a whole book chapter fits).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// `[daemon] max_tool_arguments_bytes`: one call's arguments. A model
+/// writing a long file does it in pieces well under this.
+pub const DEFAULT_MAX_TOOL_ARGUMENTS_BYTES: usize = 256 << 10;
+/// `[daemon] max_tool_result_bytes` is at least this, even when
+/// `[sandbox] output_limit` is smaller.
+pub const MIN_TOOL_RESULT_BYTES: usize = 64 << 10;
+/// Room a message needs above a tool result: a strategy frames the result
+/// (`Observed output of cmd ...`) before it adds it as a `tool` message,
+/// so `max_message_bytes` must exceed `max_tool_result_bytes` by this.
+pub const MESSAGE_FRAMING_BYTES: usize = 64 << 10;
+
+/// The limits that keep one run from taking the daemon or the host down:
+/// how much a plugin or the model can make the host keep, and for how long
+/// a run may go on. Data is capped where it crosses into the host (the run
+/// context), before it is stored, put in an event or sent to followers.
+/// Built by `config` from `[daemon]` keys; two of them can be set per agent
+/// ([`RunLimits::for_agent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Wall clock from the moment the run leaves the queue: LLM waits,
+    /// sandbox waits and plugin time all count. Past it the run ends
+    /// `error` and its sandbox is removed.
+    pub max_run_time: Duration,
+    /// Bytes of transcript plus events one run may make the daemon keep;
+    /// past it the run ends `error`.
+    pub max_run_bytes: u64,
+    /// Tool calls run per step; further calls get an error instead of
+    /// running (counted host-side, whatever the strategy does).
+    pub max_tool_calls_per_step: u32,
+    /// A message's content, as a strategy adds it or the model returns it.
+    pub max_message_bytes: usize,
+    /// One tool call's arguments, as the model returns them or a strategy
+    /// passes them to a tool.
+    pub max_tool_arguments_bytes: usize,
+    /// A tool's result (or error text); longer ones are cut with a note.
+    pub max_tool_result_bytes: usize,
+}
+
+impl RunLimits {
+    /// The defaults for a sandbox whose commands keep `output_limit` bytes
+    /// per stream: a tool result may carry that much (at least 64 KiB), and
+    /// a message twice that (at least 1 MiB), room for such a result and
+    /// the strategy's words around it: 2 MiB with the default 1 MiB.
+    pub fn with_output_limit(output_limit: usize) -> Self {
+        let max_tool_result_bytes = output_limit.max(MIN_TOOL_RESULT_BYTES);
+        RunLimits {
+            max_run_time: DEFAULT_MAX_RUN_TIME,
+            max_run_bytes: DEFAULT_MAX_RUN_BYTES,
+            max_tool_calls_per_step: DEFAULT_MAX_TOOL_CALLS_PER_STEP,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES
+                .max(max_tool_result_bytes.saturating_mul(2)),
+            max_tool_arguments_bytes: DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
+            max_tool_result_bytes,
+        }
+    }
+
+    /// These limits with `agent`'s own keys over them.
+    pub fn for_agent(&self, agent: &AgentConfig) -> RunLimits {
+        RunLimits {
+            max_run_time: agent.max_run_time.unwrap_or(self.max_run_time),
+            max_tool_calls_per_step: agent
+                .max_tool_calls_per_step
+                .unwrap_or(self.max_tool_calls_per_step),
+            ..*self
+        }
+    }
+}
+
+impl Default for RunLimits {
+    /// The defaults for the default `[sandbox] output_limit` (1 MiB).
+    fn default() -> Self {
+        RunLimits::with_output_limit(1 << 20)
     }
 }
 

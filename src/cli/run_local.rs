@@ -96,6 +96,7 @@ pub async fn run(args: RunArgs) -> i32 {
         plugins,
         sandboxes,
         step_timeout: config.daemon.step_timeout,
+        limits: config.daemon.run_limits,
     });
     let agent = Agent::new(agent_config, llm, runtime);
     let cancel = CancellationToken::new();

@@ -214,6 +214,19 @@ pub struct DaemonKeys {
     pub history_days: Option<u32>,
     /// Largest request body the API accepts, in bytes.
     pub max_request_bytes: Option<usize>,
+    // The limits of each run (agent::RunLimits).
+    /// Seconds of wall clock a run may take once it leaves the queue.
+    pub max_run_time: Option<f64>,
+    /// Bytes of transcript plus events one run may make the daemon keep.
+    pub max_run_bytes: Option<u64>,
+    /// Tool calls run per step; further ones get an error observation.
+    pub max_tool_calls_per_step: Option<u32>,
+    /// Bytes of a message's content.
+    pub max_message_bytes: Option<usize>,
+    /// Bytes of one tool call's arguments.
+    pub max_tool_arguments_bytes: Option<usize>,
+    /// Bytes of a tool's result kept (longer ones are cut with a note).
+    pub max_tool_result_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -253,4 +266,8 @@ pub struct AgentKeys {
     pub max_messages: Option<u32>,
     pub tool_choice: Option<ToolChoice>,
     pub special_tools: Option<Vec<String>>,
+    /// Seconds: this agent's `[daemon] max_run_time`.
+    pub max_run_time: Option<f64>,
+    /// This agent's `[daemon] max_tool_calls_per_step`.
+    pub max_tool_calls_per_step: Option<u32>,
 }

@@ -18,7 +18,8 @@ pub use bundled::{MANUS_NEXT_STEP_PROMPT, MANUS_SYSTEM_PROMPT};
 use file::{AgentKeys, FileConfig, LlmKeys};
 pub use paths::{client_socket_path, default_config_path, default_socket_path, SYSTEM_SOCKET};
 
-use crate::agent::AgentConfig;
+use crate::agent::settings::{MESSAGE_FRAMING_BYTES, MIN_TOOL_RESULT_BYTES};
+use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
     DaemonConfig, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT,
@@ -76,7 +77,8 @@ fn apply_agent_keys(agent: &mut AgentConfig, k: &AgentKeys) {
         max_steps,
         max_observe,
         tool_choice,
-        special_tools
+        special_tools,
+        max_tool_calls_per_step
     );
 }
 
@@ -162,6 +164,9 @@ impl Config {
                 }
             }
         };
+        let d = SandboxConfig::default();
+        let output_limit = f.sandbox.output_limit.unwrap_or(d.output_limit);
+        let run_limits = run_limits(&f.daemon, output_limit).map_err(invalid)?;
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -184,8 +189,8 @@ impl Config {
                 .max_request_bytes
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
                 .max(1024),
+            run_limits,
         };
-        let d = SandboxConfig::default();
         let s = &f.sandbox;
         let sandbox = SandboxConfig {
             image: s.image.clone().unwrap_or(d.image),
@@ -197,7 +202,7 @@ impl Config {
             pids_limit: s.pids_limit.unwrap_or(d.pids_limit),
             docker_host: s.docker_host.clone().or(d.docker_host),
             create_on_start: s.create_on_start.unwrap_or(d.create_on_start),
-            output_limit: s.output_limit.unwrap_or(d.output_limit),
+            output_limit,
         };
         let mut plugins = PluginSettings::default();
         if let Some(size) = &f.plugins.memory_limit {
@@ -214,11 +219,24 @@ impl Config {
                 .entry(name.clone())
                 .or_insert_with(|| AgentConfig::with_defaults(name));
             apply_agent_keys(agent, keys);
+            if let Some(t) = keys.max_run_time {
+                agent.max_run_time = Some(seconds(t).ok_or_else(|| {
+                    invalid(format!(
+                        "[agents.{name}] max_run_time must be a positive number of seconds (at most a year), not {t}"
+                    ))
+                })?);
+            }
         }
         for agent in agents.values() {
             if agent.max_steps == Some(0) {
                 return Err(invalid(format!(
                     "[agents.{}] max_steps must be at least 1",
+                    agent.name
+                )));
+            }
+            if agent.max_tool_calls_per_step == Some(0) {
+                return Err(invalid(format!(
+                    "[agents.{}] max_tool_calls_per_step must be at least 1",
                     agent.name
                 )));
             }
@@ -354,6 +372,67 @@ fn check_llm_keys(keys: &mut LlmKeys, config_dir: Option<&Path>) -> Result<(), S
         crate::llm::load_ca_file(path)?;
     }
     Ok(())
+}
+
+/// The `[daemon]` limits of each run over their defaults (which follow
+/// `[sandbox] output_limit`), refused when they are zero or cannot work
+/// together. Errors start with `[daemon] key` so `locate` finds the line.
+fn run_limits(k: &file::DaemonKeys, output_limit: usize) -> Result<RunLimits, String> {
+    let mut limits = RunLimits::with_output_limit(output_limit);
+    if let Some(t) = k.max_run_time {
+        limits.max_run_time = seconds(t).ok_or_else(|| {
+            format!("[daemon] max_run_time must be a positive number of seconds (at most a year), not {t}")
+        })?;
+    }
+    if let Some(n) = k.max_tool_calls_per_step {
+        if n == 0 {
+            return Err("[daemon] max_tool_calls_per_step must be at least 1".into());
+        }
+        limits.max_tool_calls_per_step = n;
+    }
+    // Below these a normal run cannot work: a tool result must fit its
+    // note, a message its framing.
+    const MIN_BYTES: usize = 4 << 10;
+    let at_least = |key: &str, v: usize, min: usize| {
+        if v < min {
+            Err(format!(
+                "[daemon] {key} must be at least {min} bytes, not {v}"
+            ))
+        } else {
+            Ok(v)
+        }
+    };
+    if let Some(n) = k.max_tool_result_bytes {
+        limits.max_tool_result_bytes = at_least("max_tool_result_bytes", n, MIN_BYTES)?;
+        if k.max_message_bytes.is_none() {
+            limits.max_message_bytes = limits.max_message_bytes.max(n.saturating_mul(2));
+        }
+    }
+    if let Some(n) = k.max_message_bytes {
+        limits.max_message_bytes = at_least("max_message_bytes", n, MIN_BYTES)?;
+        let needed = limits
+            .max_tool_result_bytes
+            .saturating_add(MESSAGE_FRAMING_BYTES);
+        if n < needed {
+            return Err(format!(
+                "[daemon] max_message_bytes ({n}) must exceed max_tool_result_bytes ({}) by at least {MESSAGE_FRAMING_BYTES} bytes: a tool message carries a tool's result and the strategy's words around it (max_tool_result_bytes defaults to [sandbox] output_limit, at least {MIN_TOOL_RESULT_BYTES})",
+                limits.max_tool_result_bytes
+            ));
+        }
+    }
+    if let Some(n) = k.max_tool_arguments_bytes {
+        limits.max_tool_arguments_bytes = at_least("max_tool_arguments_bytes", n, MIN_BYTES)?;
+    }
+    if let Some(n) = k.max_run_bytes {
+        let min = (limits.max_message_bytes as u64).saturating_mul(2);
+        if n < min {
+            return Err(format!(
+                "[daemon] max_run_bytes must be at least twice max_message_bytes ({min} bytes), not {n}"
+            ));
+        }
+        limits.max_run_bytes = n;
+    }
+    Ok(limits)
 }
 
 /// A positive, representable number of seconds, at most a year (`1e20` is

@@ -323,3 +323,78 @@ fn unknown_plugins_key_is_refused() {
         .to_string();
     assert!(msg.contains("memory_limt"), "{msg}");
 }
+
+#[test]
+fn run_limits_have_defaults_that_follow_the_sandbox_output_limit() {
+    let l = Config::defaults().daemon.run_limits;
+    assert_eq!(l.max_run_time, Duration::from_secs(3600));
+    assert_eq!(l.max_run_bytes, 64 << 20);
+    assert_eq!(l.max_tool_calls_per_step, 32);
+    assert_eq!(l.max_tool_arguments_bytes, 256 << 10);
+    assert_eq!(l.max_tool_result_bytes, 1 << 20, "[sandbox] output_limit");
+    assert_eq!(l.max_message_bytes, 2 << 20, "twice a tool result");
+    let small = parse("[sandbox]\noutput_limit = 1000\n").expect("valid");
+    let l = small.daemon.run_limits;
+    assert_eq!(l.max_tool_result_bytes, 64 << 10, "at least 64 KiB");
+    assert_eq!(l.max_message_bytes, 1 << 20, "at least 1 MiB");
+}
+
+#[test]
+fn run_limits_are_set_in_daemon_and_two_per_agent() {
+    let c = parse(
+        "[daemon]\nmax_run_time = 90\nmax_run_bytes = 10485760\nmax_tool_calls_per_step = 4\n\
+         max_message_bytes = 524288\nmax_tool_arguments_bytes = 8192\nmax_tool_result_bytes = 65536\n\n\
+         [agents.quick]\nmax_run_time = 2.5\nmax_tool_calls_per_step = 1\n",
+    )
+    .expect("valid");
+    let l = c.daemon.run_limits;
+    assert_eq!(l.max_run_time, Duration::from_secs(90));
+    assert_eq!(l.max_run_bytes, 10 << 20);
+    assert_eq!(l.max_tool_calls_per_step, 4);
+    assert_eq!(l.max_message_bytes, 512 << 10);
+    assert_eq!(l.max_tool_arguments_bytes, 8 << 10);
+    assert_eq!(l.max_tool_result_bytes, 64 << 10);
+    let quick = l.for_agent(c.agent("quick").expect("agent"));
+    assert_eq!(quick.max_run_time, Duration::from_millis(2500));
+    assert_eq!(quick.max_tool_calls_per_step, 1);
+    assert_eq!(quick.max_run_bytes, 10 << 20, "the rest is the daemon's");
+    let manus = l.for_agent(c.agent("manus").expect("agent"));
+    assert_eq!(manus, l);
+}
+
+#[test]
+fn run_limits_that_cannot_work_are_refused_naming_the_key() {
+    for (text, key) in [
+        ("[daemon]\nmax_run_time = 0\n", "[daemon] max_run_time"),
+        ("[daemon]\nmax_run_time = -3\n", "[daemon] max_run_time"),
+        (
+            "[daemon]\nmax_tool_calls_per_step = 0\n",
+            "[daemon] max_tool_calls_per_step",
+        ),
+        (
+            "[daemon]\nmax_message_bytes = 100\n",
+            "[daemon] max_message_bytes",
+        ),
+        (
+            "[daemon]\nmax_message_bytes = 1048576\n",
+            "[daemon] max_message_bytes (1048576) must exceed max_tool_result_bytes",
+        ),
+        ("[daemon]\nmax_run_bytes = 1000\n", "[daemon] max_run_bytes"),
+        (
+            "[daemon]\nmax_tool_arguments_bytes = 10\n",
+            "[daemon] max_tool_arguments_bytes",
+        ),
+        ("[agents.a]\nmax_run_time = 0\n", "[agents.a] max_run_time"),
+        (
+            "[agents.a]\nmax_tool_calls_per_step = 0\n",
+            "[agents.a] max_tool_calls_per_step",
+        ),
+    ] {
+        let msg = parse(text).expect_err(text).to_string();
+        assert!(msg.contains(key), "{text}: {msg}");
+        assert!(
+            msg.starts_with("/etc/agentd/agentd.toml:2:"),
+            "{text}: {msg}"
+        );
+    }
+}

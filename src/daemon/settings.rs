@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::agent::RunLimits;
+
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_CONCURRENT_RUNS: u32 = 64;
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -24,4 +26,9 @@ pub struct DaemonConfig {
     /// 0 keeps every run.
     pub history_days: u32,
     pub max_request_bytes: usize,
+    /// The limits of each run (`max_run_time`, `max_run_bytes`,
+    /// `max_tool_calls_per_step`, `max_message_bytes`,
+    /// `max_tool_arguments_bytes`, `max_tool_result_bytes`), owned by the
+    /// agent layer that enforces them.
+    pub run_limits: RunLimits,
 }

@@ -57,6 +57,7 @@ impl Generation {
             plugins,
             sandboxes,
             step_timeout: config.daemon.step_timeout,
+            limits: config.daemon.run_limits,
         });
         Generation {
             config,

@@ -43,6 +43,18 @@ pub enum ChatFailure {
     Failed(String),
 }
 
+/// Why `add-message` refused a message.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum AddMessageError {
+    /// A message a real server would refuse.
+    #[error(transparent)]
+    Invalid(#[from] MessageError),
+    /// Over one of the run's limits (a message's size, the run's byte
+    /// budget): not stored, and the run ends with this reason.
+    #[error("{0}")]
+    OverLimit(String),
+}
+
 /// The run behind a strategy's imports. Waits (`chat`) pause the step clock
 /// in the import that makes them, not here.
 #[async_trait::async_trait]
@@ -53,7 +65,7 @@ pub trait RunHost: Send + Sync {
     fn memory(&self) -> Vec<Message>;
     /// Adds a message to the run's memory (the `add-message` import); refuses
     /// one a real server would refuse, and nothing is added then.
-    fn add_message(&self, message: Message) -> Result<(), MessageError>;
+    fn add_message(&self, message: Message) -> Result<(), AddMessageError>;
     /// One LLM call within the run's budget.
     async fn chat(
         &self,
@@ -63,10 +75,16 @@ pub trait RunHost: Send + Sync {
     ) -> Result<ChatResponse, ChatFailure>;
     /// The specs of the run's tools, as the strategy passes them to `chat`.
     fn tool_specs(&self) -> Vec<ToolSpec>;
+    /// Asked before a tool call runs; `Err` carries why it must not (the
+    /// step's call limit, arguments over their limit). Enforced here, in
+    /// the host, so a strategy cannot get around it.
+    fn admit_tool_call(&self, call: &ToolCall) -> Result<(), String>;
     /// A tool call is about to run (the loop reports it).
     fn tool_started(&self, call: &ToolCall);
-    /// A tool call ended with `output` (its result, or its error's text).
-    fn tool_finished(&self, call: &ToolCall, ok: bool, output: &str);
+    /// A tool call ended with `output` (its result, or its error's text);
+    /// returns the output as the strategy and the record get it: cut to the
+    /// run's limit with a note.
+    fn tool_finished(&self, call: &ToolCall, ok: bool, output: String) -> String;
     /// The run is finished after this step.
     fn finish(&self);
 }
@@ -96,8 +114,8 @@ impl RunHost for ProbeHost {
         Vec::new()
     }
 
-    fn add_message(&self, _message: Message) -> Result<(), MessageError> {
-        Err(MessageError::Unavailable(NOT_WHILE_LOADING))
+    fn add_message(&self, _message: Message) -> Result<(), AddMessageError> {
+        Err(MessageError::Unavailable(NOT_WHILE_LOADING).into())
     }
 
     async fn chat(
@@ -113,9 +131,15 @@ impl RunHost for ProbeHost {
         Vec::new()
     }
 
+    fn admit_tool_call(&self, _call: &ToolCall) -> Result<(), String> {
+        Err(NOT_WHILE_LOADING.into())
+    }
+
     fn tool_started(&self, _call: &ToolCall) {}
 
-    fn tool_finished(&self, _call: &ToolCall, _ok: bool, _output: &str) {}
+    fn tool_finished(&self, _call: &ToolCall, _ok: bool, output: String) -> String {
+        output
+    }
 
     fn finish(&self) {}
 }

@@ -18,7 +18,7 @@ use super::clock::StepClock;
 use super::compat_v0_1::{old, Conv};
 use super::convert::*;
 use super::limits::{LimitHit, StoreLimiter};
-use super::run_host::{ChatFailure, ProbeHost, RunHost};
+use super::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost};
 use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
 use super::tool::{ToolBox, ToolFailure};
 
@@ -128,13 +128,17 @@ impl agent::Host for StrategyState {
         Ok(self.host.add_message(message).map_err(|e| {
             // Named here, where it is known who sent it: the strategy sees
             // this error and usually fails the step with it.
-            error(
-                ErrorCode::InvalidInput,
-                format!(
+            let message = match e {
+                AddMessageError::Invalid(e) => format!(
                     "strategy `{}` added a message a real server would refuse ({described}): {e}",
                     self.plugin
                 ),
-            )
+                AddMessageError::OverLimit(e) => format!(
+                    "strategy `{}` added a message that was refused ({described}): {e}",
+                    self.plugin
+                ),
+            };
+            error(ErrorCode::InvalidInput, message)
         }))
     }
 
@@ -182,24 +186,35 @@ impl agent::Host for StrategyState {
         call: wit::ToolCall,
     ) -> wasmtime::Result<Result<String, wit::Error>> {
         let call = call_from_wit(call);
+        if let Err(reason) = self.host.admit_tool_call(&call) {
+            // Not run, and not reported as run: the strategy gets the
+            // reason (toolcall makes it the model's observation).
+            return Ok(Err(error(ErrorCode::InvalidInput, reason)));
+        }
         self.host.tool_started(&call);
         let result = {
             // The tool's own time counts, under its name.
             let _running = self.clock.enter(call.name.as_str().into());
             self.tools.invoke(&call.name, &call.arguments).await
         };
-        match &result {
-            Ok(text) => self.host.tool_finished(&call, true, text),
-            Err(e) => self.host.tool_finished(&call, false, &e.to_string()),
+        // What the tool returned is cut to the run's limit before anything
+        // keeps it: the event, the strategy, the transcript.
+        match result {
+            Ok(text) => Ok(Ok(self.host.tool_finished(&call, true, text))),
+            // A tool stopped by a limit ends the run: it is not something the
+            // model can fix by trying again (each try would take the same
+            // memory, stack or handles), so the strategy is unwound with the
+            // cause, which the session reports naming the tool.
+            Err(ToolFailure::Limit(hit)) => {
+                self.host.tool_finished(&call, false, hit.to_string());
+                Err(wasmtime::Error::new(hit))
+            }
+            Err(e) => {
+                let mut e = e.into_wit();
+                e.message = self.host.tool_finished(&call, false, e.message);
+                Ok(Err(e))
+            }
         }
-        // A tool stopped by a limit ends the run: it is not something the
-        // model can fix by trying again (each try would take the same
-        // memory, stack or handles), so the strategy is unwound with the
-        // cause, which the session reports naming the tool.
-        if let Err(ToolFailure::Limit(hit)) = result {
-            return Err(wasmtime::Error::new(hit));
-        }
-        Ok(result.map_err(|e| e.into_wit()))
     }
 
     async fn finish(&mut self) -> wasmtime::Result<()> {

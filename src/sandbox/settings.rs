@@ -17,6 +17,16 @@ pub struct SandboxConfig {
     pub output_limit: usize,
 }
 
+impl SandboxConfig {
+    /// The timeout of one command: what the plugin asked for, clamped to
+    /// `timeout`, which is the operator's bound. A plugin asking for more
+    /// (`timeout_secs` up to 136 years) gets `timeout`; one asking for
+    /// nothing gets it too.
+    pub fn command_timeout(&self, asked: Option<Duration>) -> Duration {
+        asked.map_or(self.timeout, |t| t.min(self.timeout))
+    }
+}
+
 impl Default for SandboxConfig {
     fn default() -> Self {
         SandboxConfig {
@@ -31,5 +41,25 @@ impl Default for SandboxConfig {
             create_on_start: false,
             output_limit: 1 << 20,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_cannot_ask_for_more_than_the_configured_timeout() {
+        let c = SandboxConfig {
+            timeout: Duration::from_secs(30),
+            ..SandboxConfig::default()
+        };
+        let year = Duration::from_secs(u64::from(u32::MAX));
+        assert_eq!(c.command_timeout(Some(year)), Duration::from_secs(30));
+        assert_eq!(c.command_timeout(None), Duration::from_secs(30));
+        assert_eq!(
+            c.command_timeout(Some(Duration::from_secs(5))),
+            Duration::from_secs(5)
+        );
     }
 }

@@ -114,6 +114,9 @@ impl FakeLlm {
         }));
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
+            // axum's default (2 MiB) is far below what real endpoints take:
+            // a conversation carrying a few 1 MiB tool results is normal.
+            .layer(axum::extract::DefaultBodyLimit::max(256 << 20))
             .with_state(script.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
@@ -256,8 +259,14 @@ async fn handle(
         let reply = routed
             .or_else(|| s.replies.pop_front())
             .or_else(|| s.fallback.clone());
+        // Ids stay unique across replies however many calls one carries
+        // (a reply of 1000 calls takes 1000 ids).
+        let calls = match &reply {
+            Some(Reply::Calls { calls, .. }) => calls.len() as u64,
+            _ => 0,
+        };
         let id_base = s.next_call_id;
-        s.next_call_id += 8;
+        s.next_call_id += calls.max(8);
         (reply, id_base, s.prompt_tokens)
     };
     let Some(reply) = reply else {

@@ -89,6 +89,7 @@ impl Harness {
             plugins: Arc::new(host),
             sandboxes,
             step_timeout,
+            limits: agentd::agent::RunLimits::default(),
         });
         Harness {
             llm: FakeLlm::start().await.expect("fake LLM"),

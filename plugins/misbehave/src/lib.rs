@@ -1,6 +1,7 @@
 //! A strategy that misbehaves on request, so the host's fuel/epoch limits,
-//! trap handling and stdio capture can be tested. The system prompt picks
-//! the behaviour because it is the one input a test sets per agent.
+//! trap handling, stdio capture and limits on what it keeps can be tested.
+//! The system prompt picks the behaviour because it is the one input a test
+//! sets per agent.
 
 use agentd_strategy_sdk::{Defaults, Error, Guest, Message, Metadata, agent, export_strategy};
 
@@ -86,6 +87,20 @@ impl Guest for Misbehave {
                 Err(agentd_strategy_sdk::ChatError::TokenLimit(m)) => Err(Error::failed(m)),
             };
         }
+        if let Some(rest) = prompt.split("add-message-flood").nth(1) {
+            // `add-message-flood 3`: messages of 3 MiB; 100 MiB by default.
+            let mib = rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(100);
+            return add_message_flood(mib << 20);
+        }
+        if prompt.contains("step-result-flood") {
+            // The step's result line is kept by the host too.
+            agent::finish();
+            return Ok("R".repeat(100 << 20));
+        }
         if prompt.contains("print") {
             println!("hello from stdout");
             eprintln!("hello from stderr");
@@ -94,6 +109,19 @@ impl Guest for Misbehave {
         }
         agent::finish();
         Ok("misbehave is fine".to_string())
+    }
+}
+
+/// A strategy that makes the host keep more than it should: one message of
+/// `bytes`, sent again and again whatever the host answers. The import
+/// takes the message by reference, so each call costs the guest nothing;
+/// the host must refuse it before it keeps (or copies) anything, and end
+/// the run.
+fn add_message_flood(bytes: usize) -> Result<String, Error> {
+    let big = Message::user("A".repeat(bytes));
+    loop {
+        // Refusals are ignored on purpose: a hostile strategy would.
+        let _ = core::hint::black_box(agent::add_message(&big));
     }
 }
 

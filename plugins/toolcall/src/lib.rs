@@ -114,6 +114,9 @@ fn step<H: Host>(host: H) -> Result<String, Error> {
     })
 }
 
+/// The host's setting named in its refusal of calls past a step's limit.
+const CALL_LIMIT_KEY: &str = "max_tool_calls_per_step";
+
 /// Appended to the result of a step whose answer hit `max_tokens`.
 const CUT_NOTE: &str = "(The model's answer was cut: it hit the max_tokens limit.)";
 
@@ -127,6 +130,9 @@ struct Step<H> {
     tool_calls: Vec<ToolCall>,
     /// The server said the answer stopped at `max_tokens`.
     cut: bool,
+    /// Set once the host refused a call for the step's call limit: the
+    /// remaining calls get this observation without asking the host again.
+    over_call_limit: Option<String>,
 }
 
 impl<H: Host> Step<H> {
@@ -137,6 +143,7 @@ impl<H: Host> Step<H> {
             host,
             tool_calls: Vec::new(),
             cut: false,
+            over_call_limit: None,
         }
     }
 
@@ -239,7 +246,14 @@ impl<H: Host> Step<H> {
         let calls = std::mem::take(&mut self.tool_calls);
         let mut results = Vec::with_capacity(calls.len());
         for call in &calls {
-            let mut result = self.execute_tool(call)?;
+            // Departure from OpenManus, which runs every call: past the
+            // host's `max_tool_calls_per_step` each remaining call still
+            // gets its observation (a call left unanswered would make the
+            // next request invalid), without being sent to the host.
+            let mut result = match &self.over_call_limit {
+                Some(observation) => observation.clone(),
+                None => self.execute_tool(call)?,
+            };
             // As in OpenManus (`if self.max_observe:`), 0 means no limit.
             if let Some(limit) = self.config.max_observe.filter(|&limit| limit > 0) {
                 truncate_chars(&mut result, limit as usize);
@@ -307,6 +321,16 @@ impl<H: Host> Step<H> {
                 })
             }
             Err(error) if error.code == ErrorCode::Cancelled => Err(error),
+            Err(error)
+                if error.code == ErrorCode::InvalidInput
+                    && error.message.contains(CALL_LIMIT_KEY) =>
+            {
+                self.host.warn(&error.message);
+                self.over_call_limit = Some(format!(
+                    "Error: not run: this step asked for more tool calls than {CALL_LIMIT_KEY} allows. Ask for fewer calls at once."
+                ));
+                Ok(format!("Error: {}", error.message))
+            }
             Err(error) => {
                 let message = format!("⚠️ Tool '{name}' encountered a problem: {}", error.message);
                 self.host.error(&message);
@@ -363,6 +387,9 @@ mod tests {
         invoked: Vec<ToolCall>,
         finished: bool,
         logs: Vec<String>,
+        /// Calls the host runs per step; later ones are refused as agentd
+        /// refuses them.
+        max_calls: Option<usize>,
     }
 
     impl FakeHost {
@@ -394,6 +421,7 @@ mod tests {
                 invoked: Vec::new(),
                 finished: false,
                 logs: Vec::new(),
+                max_calls: None,
             }
         }
 
@@ -460,6 +488,15 @@ mod tests {
         }
         fn invoke_tool(&mut self, call: &ToolCall) -> Result<String, Error> {
             self.invoked.push(call.clone());
+            if let Some(max) = self.max_calls.filter(|&max| self.invoked.len() > max) {
+                return Err(Error::new(
+                    ErrorCode::InvalidInput,
+                    format!(
+                        "not run: this is tool call {} of step 1, and max_tool_calls_per_step is {max}. Ask for fewer calls at once.",
+                        self.invoked.len()
+                    ),
+                ));
+            }
             self.results
                 .get(&call.name)
                 .cloned()
@@ -578,6 +615,27 @@ mod tests {
         );
         // A failed special tool does not end the run.
         assert!(!host.finished);
+    }
+
+    #[test]
+    fn calls_past_the_hosts_limit_are_answered_without_asking_it_again() {
+        let mut host = FakeHost::new(ToolChoice::Auto)
+            .reply(None, &[("echo", "{}"); 5])
+            .result("echo", Ok("hi"));
+        host.max_calls = Some(2);
+        step(&mut host).expect("step");
+        // Two ran, the third was refused by the host, the last two never
+        // reached it.
+        assert_eq!(host.invoked.len(), 3);
+        let observations: Vec<_> = host.added()[2..].iter().map(|m| m.text()).collect();
+        assert_eq!(observations.len(), 5, "every call is answered");
+        assert!(observations[..2].iter().all(|o| o.ends_with("hi")));
+        assert!(
+            observations[2..]
+                .iter()
+                .all(|o| o.starts_with("Error: not run") && o.contains(CALL_LIMIT_KEY)),
+            "{observations:?}"
+        );
     }
 
     #[test]

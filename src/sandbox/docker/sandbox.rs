@@ -207,7 +207,7 @@ impl Sandbox for DockerSandbox {
                 docker: &docker,
                 container: &c.id,
             };
-            let timeout = spec.timeout.unwrap_or(self.shared.config.timeout);
+            let timeout = self.shared.config.command_timeout(spec.timeout);
             let req = ExecRequest {
                 cmd: vec!["sh".into(), "-c".into(), spec.command],
                 working_dir: Some(files::resolve(
@@ -273,7 +273,7 @@ impl Sandbox for DockerSandbox {
                     t,
                     self.work_dir(),
                     command,
-                    timeout.unwrap_or(self.shared.config.timeout),
+                    self.shared.config.command_timeout(timeout),
                     self.shared.config.output_limit,
                 )
                 .await
