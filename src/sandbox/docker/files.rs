@@ -16,6 +16,7 @@ use futures::StreamExt;
 use super::engine::OpError;
 use super::exec::{self, Target};
 use super::scripts;
+use super::user::Ids;
 use crate::sandbox::DirEntry;
 
 /// Bound on a whole download (bollard's own timeout stops at the headers).
@@ -39,6 +40,45 @@ pub(crate) fn resolve(work_dir: &str, path: &str) -> String {
     }
 }
 
+/// `path` with `.`, `..` and repeated slashes resolved as text (never
+/// through the filesystem): `/a/./b/../c` → `/a/c`. Absolute input only.
+fn normalise(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The directory a plugin asked a command to run in (`None`: the work
+/// dir), which must be the work dir or below it: a plugin may not point
+/// the engine's exec at `/proc/self/fd/...` or anywhere else (the runc
+/// working-directory escapes, CVE-2024-21626, went through the exec's
+/// cwd). Checked as text; symlinks inside the container are the
+/// runtime's to resolve, within the container's root.
+pub(crate) fn within_work_dir(work_dir: &str, requested: Option<&str>) -> Result<String, String> {
+    let root = normalise(work_dir);
+    let Some(requested) = requested.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Ok(root);
+    };
+    let full = normalise(&resolve(&root, requested));
+    let inside = full == root || full.starts_with(&format!("{}/", root.trim_end_matches('/')));
+    if inside {
+        Ok(full)
+    } else {
+        Err(format!(
+            "workdir `{requested}` is outside the work dir `{root}`: commands run only in the \
+             work dir or a folder below it"
+        ))
+    }
+}
+
 /// Splits an absolute path into its directory and file name.
 fn split(full: &str) -> Option<(&str, &str)> {
     let (dir, name) = full.rsplit_once('/')?;
@@ -48,10 +88,15 @@ fn split(full: &str) -> Option<(&str, &str)> {
     Some((if dir.is_empty() { "/" } else { dir }, name))
 }
 
-fn tar_of(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
+/// The archive of one file, owned by `owner`: the engine extracts it with
+/// the header's ids (it runs as root), so the sandbox user can change and
+/// remove what the model's tools wrote.
+fn tar_of(name: &str, contents: &[u8], owner: Ids) -> std::io::Result<Vec<u8>> {
     let mut header = tar::Header::new_gnu();
     header.set_size(contents.len() as u64);
     header.set_mode(0o644);
+    header.set_uid(u64::from(owner.uid));
+    header.set_gid(u64::from(owner.gid));
     header.set_entry_type(tar::EntryType::Regular);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -63,19 +108,21 @@ fn tar_of(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
-/// Writes `contents` to `path`, creating missing parent directories.
-/// A directory at `path` is refused, not replaced.
+/// Writes `contents` to `path` as a file of `owner`, creating missing
+/// parent directories. A directory at `path` is refused, not replaced.
 pub(crate) async fn write(
     t: Target<'_>,
     work_dir: &str,
     path: &str,
     contents: &[u8],
+    owner: Ids,
 ) -> Result<(), OpError> {
     let full = resolve(work_dir, path);
     let (dir, name) = split(&full)
         .ok_or_else(|| OpError::Msg(format!("cannot write `{path}`: not a file path")))?;
     let archive = bytes::Bytes::from(
-        tar_of(name, contents).map_err(|e| OpError::Msg(format!("cannot write `{path}`: {e}")))?,
+        tar_of(name, contents, owner)
+            .map_err(|e| OpError::Msg(format!("cannot write `{path}`: {e}")))?,
     );
     let upload = |archive: bytes::Bytes| {
         let options = UploadToContainerOptionsBuilder::default()
@@ -114,6 +161,12 @@ fn write_error(path: &str, dir: &str, e: DockerError) -> OpError {
         }
         if message.contains("cannot overwrite directory") {
             return OpError::Msg(format!("cannot write `{path}`: it is a directory"));
+        }
+        if message.contains("read-only") {
+            return OpError::Msg(format!(
+                "cannot write `{path}`: the sandbox's root filesystem is read-only; only the \
+                 work dir and /tmp are writable"
+            ));
         }
     }
     OpError::docker(format!("cannot write `{path}`"))(e)
@@ -333,6 +386,28 @@ mod tests {
     }
 
     #[test]
+    fn workdirs_stay_in_the_work_dir() {
+        let w = |r: Option<&str>| within_work_dir("/workspace", r);
+        assert_eq!(w(None), Ok("/workspace".into()));
+        assert_eq!(w(Some("")), Ok("/workspace".into()));
+        assert_eq!(w(Some("app/src")), Ok("/workspace/app/src".into()));
+        assert_eq!(w(Some("/workspace/a/../b/")), Ok("/workspace/b".into()));
+        assert_eq!(w(Some("/workspace")), Ok("/workspace".into()));
+        for bad in [
+            "/tmp",
+            "..",
+            "../etc",
+            "/workspace/../etc",
+            "/workspacex",
+            "/proc/self/fd/7",
+            "/",
+        ] {
+            let e = w(Some(bad)).expect_err(bad);
+            assert!(e.contains("outside the work dir `/workspace`"), "{e}");
+        }
+    }
+
+    #[test]
     fn parses_listings() {
         let e = parse_listing("d 0 src\nf 12 a b\nf 3 new\nline\n");
         assert_eq!(e.len(), 3);
@@ -344,7 +419,15 @@ mod tests {
     #[test]
     fn tar_roundtrip() {
         let bytes: Vec<u8> = (0..=255).collect();
-        let ar = tar_of("x.bin", &bytes).expect("tar");
+        let ar = tar_of(
+            "x.bin",
+            &bytes,
+            Ids {
+                uid: 1000,
+                gid: 1000,
+            },
+        )
+        .expect("tar");
         match first_entry(&ar, 1000).expect("entry") {
             Entry::File(b) => assert_eq!(b, bytes),
             _ => panic!("not a file"),

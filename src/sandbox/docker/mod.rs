@@ -32,6 +32,7 @@ mod reaper;
 mod sandbox;
 mod scripts;
 mod shell;
+mod user;
 
 pub use container::{parse_memory_limit, LABEL_MANAGED, LABEL_RUN};
 pub use owner::LABEL_OWNER;

@@ -11,6 +11,7 @@ use bollard::Docker;
 
 use super::container::{remove, LABEL_MANAGED, LABEL_RUN};
 use super::owner::{Owner, Ownership, LABEL_OWNER};
+use super::user::LOOKUP_RUN;
 
 /// Force-removes the containers labelled [`LABEL_MANAGED`] that no live run
 /// owns (see [`Owner::classify`]); returns how many went. A container that
@@ -30,7 +31,8 @@ pub(crate) async fn reap(
         let run = c.labels.as_ref().and_then(|l| l.get(LABEL_RUN));
         let owner = c.labels.as_ref().and_then(|l| l.get(LABEL_OWNER));
         let orphan = match me.classify(owner.map(String::as_str)) {
-            Ownership::Ours => !run.is_some_and(|r| live.iter().any(|l| l == r)),
+            // A user lookup of ours may be in flight (it lasts a moment).
+            Ownership::Ours => !run.is_some_and(|r| r == LOOKUP_RUN || live.iter().any(|l| l == r)),
             Ownership::Dead | Ownership::Unlabelled => true,
             Ownership::AliveElsewhere | Ownership::OtherHost => false,
         };
