@@ -395,6 +395,42 @@ pub(crate) fn server_message(e: &DockerError) -> String {
     }
 }
 
+/// Removes the volumes (the work dir's and /tmp's tmpfs) left by the
+/// containers of `run_id`. Removing a container with `v` takes its volumes,
+/// but a container the engine removed itself while restoring after a
+/// restart leaves them behind. A volume still in use is left alone.
+pub(crate) async fn remove_volumes(docker: &Docker, run_id: &str) {
+    let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_RUN}={run_id}")])]);
+    let options = bollard::query_parameters::ListVolumesOptions {
+        filters: Some(filters),
+    };
+    let listed = match docker.list_volumes(Some(options)).await {
+        Ok(l) => l.volumes.unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!(run = run_id, error = %e, "cannot list the run's volumes");
+            return;
+        }
+    };
+    for v in listed {
+        remove_volume(docker, &v.name).await;
+    }
+}
+
+/// Removes one volume; in use (409) or gone (404) is not an error.
+pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> bool {
+    let options = bollard::query_parameters::RemoveVolumeOptions { force: false };
+    match docker.remove_volume(name, Some(options)).await {
+        Ok(()) => {
+            tracing::debug!(volume = name, "removed a sandbox volume");
+            true
+        }
+        Err(e) => {
+            tracing::debug!(volume = name, error = %e, "sandbox volume not removed");
+            false
+        }
+    }
+}
+
 /// Removes a container whatever its state. A container that is already
 /// gone counts as removed.
 pub(crate) async fn remove(docker: &Docker, id: &str) -> Result<(), DockerError> {

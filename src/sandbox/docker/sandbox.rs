@@ -443,7 +443,13 @@ impl Sandbox for DockerSandbox {
                 }
             };
             match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &c.id)).await {
-                Ok(Ok(())) => tracing::info!(container = %c.name, "sandbox container removed"),
+                Ok(Ok(())) => {
+                    tracing::info!(container = %c.name, "sandbox container removed");
+                    let volumes = container::remove_volumes(&docker, &self.run_id);
+                    if tokio::time::timeout(REMOVE_TIMEOUT, volumes).await.is_err() {
+                        tracing::warn!(container = %c.name, "removing the sandbox's volumes timed out; the orphan reaper will");
+                    }
+                }
                 Ok(Err(e)) => tracing::warn!(container = %c.name, error = %e, "cannot remove the sandbox container; the orphan reaper will"),
                 Err(_) => tracing::warn!(container = %c.name, "removing the sandbox container timed out; the orphan reaper will"),
             }
