@@ -849,3 +849,29 @@ async fn the_sandbox_user_is_configurable() {
         assert!(err.to_string().contains(key), "{err}");
     }
 }
+
+/// L9: a file over the read limit, or a folder (whose archive is the whole
+/// tree), is refused from the archive's first header, before its bytes are
+/// buffered; the error says why.
+#[tokio::test]
+async fn reads_refuse_large_files_and_folders_from_the_header() {
+    let p = provider().await.with_max_read_bytes(1 << 20);
+    let sb = p.sandbox(&run_id("bigread"));
+    let _cleanup = Cleanup(sb.clone());
+    sh(
+        &sb,
+        "head -c 3145728 /dev/zero > big && mkdir tree && cp big tree/a && cp big tree/b",
+    )
+    .await;
+    let err = sb.read_file("big").await.expect_err("too large");
+    assert!(
+        err.to_string()
+            .contains("it is 3145728 bytes, over the 1048576-byte limit"),
+        "{err}"
+    );
+    let err = sb.read_file("tree").await.expect_err("a folder");
+    assert!(err.to_string().contains("it is a directory"), "{err}");
+    sb.write_file("small", b"fits").await.expect("write");
+    assert_eq!(sb.read_file("small").await.expect("read"), b"fits");
+    sb.destroy().await;
+}

@@ -4,7 +4,6 @@
 //! survive. Docker resolves paths inside the container's root: `..` and
 //! symlinks cannot reach the host.
 
-use std::io::Read;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::errors::Error as DockerError;
@@ -190,7 +189,7 @@ pub(crate) async fn read(
                     TRANSFER_TIMEOUT.as_secs()
                 ))
             })??;
-        match first_entry(&archive, max)
+        match first_entry(archive, max)
             .map_err(|e| OpError::Msg(format!("cannot read `{path}`: bad archive: {e}")))?
         {
             Entry::File(bytes) => return Ok(bytes),
@@ -234,10 +233,28 @@ async fn download(t: Target<'_>, full: &str, path: &str, max: u64) -> Result<Vec
     let mut stream = t.docker.download_from_container(t.container, Some(options));
     let cap = (max as usize).saturating_add(TAR_OVERHEAD);
     let mut archive = Vec::new();
+    let mut peeked = false;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(bytes) => {
                 archive.extend_from_slice(&bytes);
+                if !peeked {
+                    // The first header says what is coming: a directory's
+                    // archive (the whole tree) or a file over the limit is
+                    // refused before it is buffered.
+                    match peek(&archive) {
+                        Some(Peek::Dir) => {
+                            return Err(OpError::Msg(format!(
+                                "cannot read `{path}`: it is a directory"
+                            )))
+                        }
+                        Some(Peek::Size(size)) if size > max => {
+                            return Err(too_large(path, size, max))
+                        }
+                        Some(_) => peeked = true,
+                        None => {}
+                    }
+                }
                 if archive.len() > cap {
                     // The header tells the real size; fall back to a bound.
                     let size = tar::Archive::new(&archive[..])
@@ -262,6 +279,24 @@ async fn download(t: Target<'_>, full: &str, path: &str, max: u64) -> Result<Vec
     Ok(archive)
 }
 
+enum Peek {
+    Dir,
+    Size(u64),
+    Other,
+}
+
+/// The first entry's kind, once its header (and any PAX header before it)
+/// has arrived; `None` until then.
+fn peek(archive: &[u8]) -> Option<Peek> {
+    let mut ar = tar::Archive::new(archive);
+    let entry = ar.entries().ok()?.next()?.ok()?;
+    Some(match entry.header().entry_type() {
+        tar::EntryType::Directory => Peek::Dir,
+        tar::EntryType::Regular | tar::EntryType::Continuous => Peek::Size(entry.size()),
+        _ => Peek::Other,
+    })
+}
+
 enum Entry {
     File(Vec<u8>),
     TooLarge(u64),
@@ -270,32 +305,43 @@ enum Entry {
     Other,
 }
 
-fn first_entry(archive: &[u8], max: u64) -> std::io::Result<Entry> {
-    let mut ar = tar::Archive::new(archive);
-    let mut entries = ar.entries()?;
-    let Some(entry) = entries.next() else {
-        return Err(std::io::Error::other("empty archive"));
-    };
-    let mut entry = entry?;
-    let kind = entry.header().entry_type();
-    Ok(match kind {
-        tar::EntryType::Regular | tar::EntryType::Continuous => {
-            let size = entry.size();
-            if size > max {
-                Entry::TooLarge(size)
-            } else {
-                let mut bytes = Vec::with_capacity(size as usize);
-                entry.read_to_end(&mut bytes)?;
-                Entry::File(bytes)
+/// The first entry of `archive`. A file's bytes are cut out of the
+/// archive's own buffer, not copied: a read peaks at its size once, not
+/// twice.
+fn first_entry(mut archive: Vec<u8>, max: u64) -> std::io::Result<Entry> {
+    let (start, size) = {
+        let mut ar = tar::Archive::new(&archive[..]);
+        let mut entries = ar.entries()?;
+        let Some(entry) = entries.next() else {
+            return Err(std::io::Error::other("empty archive"));
+        };
+        let entry = entry?;
+        match entry.header().entry_type() {
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                (entry.raw_file_position(), entry.size())
             }
+            tar::EntryType::Directory => return Ok(Entry::Dir),
+            tar::EntryType::Symlink => {
+                return Ok(match entry.link_name()? {
+                    Some(target) => Entry::Link(target.to_string_lossy().into_owned()),
+                    None => Entry::Other,
+                })
+            }
+            _ => return Ok(Entry::Other),
         }
-        tar::EntryType::Directory => Entry::Dir,
-        tar::EntryType::Symlink => match entry.link_name()? {
-            Some(target) => Entry::Link(target.to_string_lossy().into_owned()),
-            None => Entry::Other,
-        },
-        _ => Entry::Other,
-    })
+    };
+    if size > max {
+        return Ok(Entry::TooLarge(size));
+    }
+    let start = usize::try_from(start).map_err(std::io::Error::other)?;
+    let end = usize::try_from(size)
+        .ok()
+        .and_then(|n| start.checked_add(n))
+        .filter(|end| *end <= archive.len())
+        .ok_or_else(|| std::io::Error::other("the archive ends inside the file"))?;
+    archive.truncate(end);
+    archive.drain(..start);
+    Ok(Entry::File(archive))
 }
 
 /// Lists the entries of directory `path` at depth 1, sorted by name.
@@ -428,10 +474,12 @@ mod tests {
             },
         )
         .expect("tar");
-        match first_entry(&ar, 1000).expect("entry") {
+        assert!(matches!(peek(&ar), Some(Peek::Size(256))));
+        assert!(peek(&ar[..100]).is_none(), "a partial header");
+        match first_entry(ar.clone(), 1000).expect("entry") {
             Entry::File(b) => assert_eq!(b, bytes),
             _ => panic!("not a file"),
         }
-        assert!(matches!(first_entry(&ar, 10), Ok(Entry::TooLarge(256))));
+        assert!(matches!(first_entry(ar, 10), Ok(Entry::TooLarge(256))));
     }
 }
