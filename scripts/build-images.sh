@@ -5,6 +5,11 @@
 #   agentd-sandbox-tiny:latest  FROM scratch + Debian's static busybox (with
 #                               applet symlinks), /tmp, /workspace, passwd/group.
 #                               A few MB; used by the tests.
+#
+# Both images have the user agentd runs commands as by default
+# ([sandbox] user = "sandbox"): sandbox, uid 1000, gid 1000, home /workspace.
+# An image that already exists but lacks it gets it as a new layer (its
+# /etc/passwd and /etc/group plus one line each; nothing else changes).
 #   agentd-sandbox:latest       Debian (bookworm) minbase root filesystem made
 #                               with debootstrap, plus bash, python3, procps.
 #                               The default image. Takes a few minutes.
@@ -221,11 +226,13 @@ build_tiny() {
     cat >"$root/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 nobody:x:65534:65534:nobody:/nonexistent:/bin/false
+sandbox:x:1000:1000:agentd sandbox:/workspace:/bin/sh
 EOF
     cat >"$root/etc/group" <<'EOF'
 root:x:0:
 nobody:x:65534:
 nogroup:x:65534:
+sandbox:x:1000:
 EOF
     chmod 0644 "$root/etc/passwd" "$root/etc/group"
 
@@ -333,6 +340,9 @@ build_default() {
         find dev -mindepth 1 -delete 2>/dev/null || true
         mkdir -p workspace proc sys dev
         chmod 1777 tmp var/tmp
+        grep -q '^sandbox:' etc/group || echo 'sandbox:x:1000:' >> etc/group
+        grep -q '^sandbox:' etc/passwd \
+            || echo 'sandbox:x:1000:1000:agentd sandbox:/workspace:/bin/bash' >> etc/passwd
     "
     # Sanity: the image must have bash and python3.
     [ -x "$root/bin/bash" ] || die "no /bin/bash in the root filesystem"
@@ -351,9 +361,43 @@ build_default() {
     log "built $img ($(image_size "$img")) in $((SECONDS - t0))s"
 }
 
+# ================================================== the sandbox user
+# ensure_sandbox_user IMAGE SHELL: give an image built before the images had
+# the `sandbox` user (uid 1000) that user, as one more layer holding its
+# /etc/passwd and /etc/group with a line added. No RUN step: nothing runs
+# in the image, so this needs no network and works for FROM scratch too.
+ensure_sandbox_user() {
+    local img="$1" shell="$2" ctx cid old
+    image_exists "$img" || return 0
+    make_tmp user; ctx="$TMP_RET"
+    cid="$(docker create "$img" /bin/sh)" || die "docker create $img failed"
+    if ! docker cp "$cid:/etc/passwd" "$ctx/passwd" >/dev/null \
+        || ! docker cp "$cid:/etc/group" "$ctx/group" >/dev/null; then
+        docker rm -f "$cid" >/dev/null 2>&1 || true
+        die "cannot read /etc/passwd and /etc/group of $img"
+    fi
+    docker rm -f "$cid" >/dev/null 2>&1 || true
+    if grep -q '^sandbox:' "$ctx/passwd"; then
+        log "$img has the sandbox user"
+        return 0
+    fi
+    grep -q '^sandbox:' "$ctx/group" || echo 'sandbox:x:1000:' >>"$ctx/group"
+    echo "sandbox:x:1000:1000:agentd sandbox:/workspace:$shell" >>"$ctx/passwd"
+    chmod 0644 "$ctx/passwd" "$ctx/group"
+    printf 'FROM %s\nCOPY passwd group /etc/\n' "$img" >"$ctx/Dockerfile"
+    old="$(image_id "$img")"
+    log "adding the sandbox user (uid 1000) to $img"
+    if ! docker build --pull=false -t "$img" "$ctx" >&2; then
+        DOCKER_BUILDKIT=0 docker build -t "$img" "$ctx" >&2 || die "docker build of $img failed"
+    fi
+    remove_old_image "$old" "$img"
+}
+
 # ------------------------------------------------------------------ main
 [ "$BUILD_TINY" -eq 1 ] && build_tiny
+[ "$BUILD_TINY" -eq 1 ] && ensure_sandbox_user "$TINY_IMAGE" /bin/sh
 [ "$BUILD_DEFAULT" -eq 1 ] && build_default
+[ "$BUILD_DEFAULT" -eq 1 ] && ensure_sandbox_user "$DEFAULT_IMAGE" /bin/bash
 log "done:"
 for img in "$TINY_IMAGE" "$DEFAULT_IMAGE"; do
     if image_exists "$img"; then log "  $img  $(image_size "$img")"; fi

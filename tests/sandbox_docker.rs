@@ -416,15 +416,31 @@ async fn run_is_a_one_off_command() {
     );
     let o = sb.run(spec("pwd")).await.expect("run");
     assert_eq!(o.stdout, "/workspace\n");
+    sb.run(spec("mkdir -p sub")).await.expect("mkdir");
     let o = sb
         .run(CommandSpec {
-            workdir: Some("/tmp".into()),
+            workdir: Some("sub".into()),
             stdin: Some("hello\nworld".into()),
             ..spec("pwd; cat")
         })
         .await
         .expect("run");
-    assert_eq!(o.stdout, "/tmp\nhello\nworld");
+    assert_eq!(o.stdout, "/workspace/sub\nhello\nworld");
+    // A plugin cannot run commands outside the work dir.
+    for outside in ["/tmp", "/workspace/../etc", "/proc/self/fd/3"] {
+        let err = sb
+            .run(CommandSpec {
+                workdir: Some(outside.into()),
+                ..spec("pwd")
+            })
+            .await
+            .expect_err(outside);
+        assert!(
+            err.to_string()
+                .contains("outside the work dir `/workspace`"),
+            "{err}"
+        );
+    }
     let o = sb.run(spec("cat")).await.expect("run without stdin");
     assert_eq!((o.stdout.as_str(), o.exit_code), ("", 0));
 
@@ -692,5 +708,198 @@ async fn shell_round_trip_is_fast() {
     eprintln!("shell round trip: p50 {p50:?}, p99 {p99:?}");
     // An exec per command would cost ~60 ms.
     assert!(p50 < Duration::from_millis(30), "p50 {p50:?}");
+    sb.destroy().await;
+}
+
+/// Issue 11 (M1, H3): commands run as the unprivileged `sandbox` user
+/// (uid 1000) on a read-only root filesystem; the work dir and /tmp are
+/// size-limited tmpfs the user owns (work dir) or may write (/tmp); files
+/// written through the archive API belong to that user; logs are off and
+/// PID 1's stdout (the engine's log pipe) is out of the user's reach.
+#[tokio::test]
+async fn commands_run_unprivileged_on_a_read_only_root() {
+    let p = provider_with(SandboxConfig {
+        disk_limit: "32m".into(),
+        max_open_files: 512,
+        ..config()
+    })
+    .await;
+    let docker = p.docker().await.expect("docker");
+    let run = run_id("unpriv");
+    let sb = p.sandbox(&run);
+    let _cleanup = Cleanup(sb.clone());
+
+    let o = sh(&sb, "id -u; id -g; echo $HOME; ulimit -n").await;
+    assert_eq!(o.stdout, "1000\n1000\n/workspace\n512\n", "{o:?}");
+    let o = sh(&sb, "touch /etc/x || echo refused").await;
+    assert!(o.stdout.contains("refused"), "{o:?}");
+    assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+    let o = sh(&sb, "echo x > /proc/1/fd/1 || echo refused").await;
+    assert!(
+        o.stdout.contains("refused"),
+        "PID 1's stdout is out of reach: {o:?}"
+    );
+
+    // The work dir: a tmpfs the user owns, where programs can be run.
+    let o = sh(
+        &sb,
+        "stat -c '%u:%g %a' /workspace; grep -E ' /(workspace|tmp) ' /proc/mounts | cut -d' ' -f1-3 | sort; \
+         printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh && ./run.sh; \
+         echo t > /tmp/t && cp run.sh /tmp/ && /tmp/run.sh",
+    )
+    .await;
+    assert_eq!(
+        o.stdout, "1000:1000 755\ntmpfs /tmp tmpfs\ntmpfs /workspace tmpfs\nran\nran\n",
+        "{o:?}"
+    );
+
+    // Uploaded files belong to the sandbox user, who can change them.
+    sb.write_file("up/loaded.txt", b"one\n")
+        .await
+        .expect("write");
+    sb.write_file("/tmp/loaded.txt", b"one\n")
+        .await
+        .expect("write /tmp");
+    let o = sh(
+        &sb,
+        "stat -c '%u:%g' up up/loaded.txt /tmp/loaded.txt; echo two >> up/loaded.txt && cat up/loaded.txt && rm up/loaded.txt /tmp/loaded.txt && echo removed",
+    )
+    .await;
+    assert_eq!(
+        o.stdout, "1000:1000\n1000:1000\n1000:1000\none\ntwo\nremoved\n",
+        "{o:?}"
+    );
+    let err = sb.write_file("/etc/agentd", b"x").await.expect_err("ro");
+    assert!(err.to_string().contains("read-only"), "{err}");
+
+    let id = sb.container_id().await.expect("created");
+    let info = docker.inspect_container(&id, None).await.expect("inspect");
+    let host = info.host_config.expect("host config");
+    assert_eq!(host.readonly_rootfs, Some(true));
+    assert_eq!(
+        host.log_config.and_then(|l| l.typ).as_deref(),
+        Some("none"),
+        "container logs are off"
+    );
+    assert_eq!(info.log_path.as_deref().unwrap_or(""), "", "no log file");
+    let ulimits: Vec<(String, i64)> = host
+        .ulimits
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| (u.name.unwrap_or_default(), u.hard.unwrap_or(0)))
+        .collect();
+    assert!(ulimits.contains(&("nofile".into(), 512)), "{ulimits:?}");
+    assert!(ulimits.contains(&("fsize".into(), 64 << 20)), "{ulimits:?}");
+    sb.destroy().await;
+    assert!(containers_of(&run).await.is_empty());
+}
+
+/// `[sandbox] user`: a numeric uid:gid works without a passwd entry (the
+/// way to use an image such as `python:3.12-slim`), `root` must be named,
+/// and a user the image lacks is a clear, fatal error naming the key.
+#[tokio::test]
+async fn the_sandbox_user_is_configurable() {
+    for (user, want) in [("1234:1234", "1234:1234"), ("root", "0:0")] {
+        let p = provider_with(SandboxConfig {
+            user: user.into(),
+            ..config()
+        })
+        .await;
+        let sb = p.sandbox(&run_id("user"));
+        let _cleanup = Cleanup(sb.clone());
+        let o = sh(&sb, "echo $(id -u):$(id -g); stat -c '%u:%g' /workspace").await;
+        assert_eq!(o.stdout, format!("{want}\n{want}\n"), "{user}: {o:?}");
+        sb.write_file("f", b"x").await.expect("write");
+        assert_eq!(
+            sh(&sb, "stat -c '%u:%g' f").await.stdout,
+            format!("{want}\n")
+        );
+        sb.destroy().await;
+    }
+
+    let p = provider_with(SandboxConfig {
+        user: "nosuchuser".into(),
+        ..config()
+    })
+    .await;
+    let run = run_id("nouser");
+    let sb = p.sandbox(&run);
+    let err = sb.shell("true", None).await.expect_err("no such user");
+    let msg = err.to_string();
+    assert!(msg.contains("[sandbox] user `nosuchuser`"), "{msg}");
+    assert!(msg.contains("1000:1000"), "names the numeric way: {msg}");
+    assert_eq!(sb.fatal_error(), Some(err));
+    assert!(containers_of(&run).await.is_empty());
+    let lookups = common::containers_labelled(&format!("{LABEL_RUN}=agentd-user-lookup")).await;
+    assert!(
+        lookups.is_empty(),
+        "the lookup container is removed: {lookups:?}"
+    );
+
+    for (cfg, key) in [
+        (
+            SandboxConfig {
+                user: "".into(),
+                ..config()
+            },
+            "[sandbox] user",
+        ),
+        (
+            SandboxConfig {
+                disk_limit: "0".into(),
+                ..config()
+            },
+            "[sandbox] disk_limit",
+        ),
+        (
+            SandboxConfig {
+                disk_limit: "lots".into(),
+                ..config()
+            },
+            "[sandbox] disk_limit",
+        ),
+        (
+            SandboxConfig {
+                max_open_files: 3,
+                ..config()
+            },
+            "[sandbox] max_open_files",
+        ),
+        (
+            SandboxConfig {
+                work_dir: "/".into(),
+                ..config()
+            },
+            "[sandbox] work_dir",
+        ),
+    ] {
+        let err = DockerSandboxProvider::new(&cfg).err().expect(key);
+        assert!(err.to_string().contains(key), "{err}");
+    }
+}
+
+/// L9: a file over the read limit, or a folder (whose archive is the whole
+/// tree), is refused from the archive's first header, before its bytes are
+/// buffered; the error says why.
+#[tokio::test]
+async fn reads_refuse_large_files_and_folders_from_the_header() {
+    let p = provider().await.with_max_read_bytes(1 << 20);
+    let sb = p.sandbox(&run_id("bigread"));
+    let _cleanup = Cleanup(sb.clone());
+    sh(
+        &sb,
+        "head -c 3145728 /dev/zero > big && mkdir tree && cp big tree/a && cp big tree/b",
+    )
+    .await;
+    let err = sb.read_file("big").await.expect_err("too large");
+    assert!(
+        err.to_string()
+            .contains("it is 3145728 bytes, over the 1048576-byte limit"),
+        "{err}"
+    );
+    let err = sb.read_file("tree").await.expect_err("a folder");
+    assert!(err.to_string().contains("it is a directory"), "{err}");
+    sb.write_file("small", b"fits").await.expect("write");
+    assert_eq!(sb.read_file("small").await.expect("read"), b"fits");
     sb.destroy().await;
 }

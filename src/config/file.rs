@@ -247,6 +247,12 @@ pub struct SandboxKeys {
     pub create_on_start: Option<bool>,
     /// Bytes of stdout (and of stderr) kept per command.
     pub output_limit: Option<usize>,
+    /// Who commands run as: a user name of the image, `uid[:gid]`, or `root`.
+    pub user: Option<String>,
+    /// Size of the work dir's and of /tmp's tmpfs (`1g`, `256m`, ...).
+    pub disk_limit: Option<String>,
+    /// The `nofile` ulimit in the container.
+    pub max_open_files: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -203,6 +203,9 @@ impl Config {
             docker_host: s.docker_host.clone().or(d.docker_host),
             create_on_start: s.create_on_start.unwrap_or(d.create_on_start),
             output_limit,
+            user: s.user.clone().unwrap_or(d.user),
+            disk_limit: s.disk_limit.clone().unwrap_or(d.disk_limit),
+            max_open_files: s.max_open_files.unwrap_or(d.max_open_files),
         };
         let mut plugins = PluginSettings::default();
         if let Some(size) = &f.plugins.memory_limit {

@@ -398,3 +398,29 @@ fn run_limits_that_cannot_work_are_refused_naming_the_key() {
         );
     }
 }
+
+#[test]
+fn sandbox_containment_keys_are_parsed() {
+    let c = parse(
+        "[llm]\nmodel = \"m\"\n\n[sandbox]\nuser = \"1000:1000\"\ndisk_limit = \"256m\"\nmax_open_files = 4096\n",
+    )
+    .expect("valid");
+    assert_eq!(c.sandbox.user, "1000:1000");
+    assert_eq!(c.sandbox.disk_limit, "256m");
+    assert_eq!(c.sandbox.max_open_files, 4096);
+    let d = Config::defaults();
+    assert_eq!(
+        (
+            d.sandbox.user.as_str(),
+            d.sandbox.disk_limit.as_str(),
+            d.sandbox.max_open_files
+        ),
+        ("sandbox", "1g", 1024)
+    );
+    let err = parse("[llm]\nmodel = \"m\"\n\n[sandbox]\nmax_open_files = \"many\"\n")
+        .expect_err("wrong type");
+    assert!(
+        err.to_string().contains("agentd.toml:5"),
+        "names the line: {err}"
+    );
+}

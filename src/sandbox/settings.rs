@@ -1,5 +1,7 @@
 //! The sandbox's settings (`[sandbox]`), owned here and built by `config`,
-//! which only parses the file. The defaults are OpenManus's.
+//! which only parses the file. The defaults are OpenManus's, plus the
+//! containment limits (`user`, `disk_limit`, `max_open_files`) that keep a
+//! model's commands from reaching the host.
 
 use std::time::Duration;
 
@@ -15,6 +17,20 @@ pub struct SandboxConfig {
     pub docker_host: Option<String>,
     pub create_on_start: bool,
     pub output_limit: usize,
+    /// Who every command runs as: a user of the image (`sandbox`, which
+    /// `scripts/build-images.sh` creates with uid 1000), a numeric `uid`
+    /// or `uid:gid` (needs no entry in the image's `/etc/passwd`, so it
+    /// works with any image), or `root`, which must be asked for by name:
+    /// root in the container is root on the host for any runtime or kernel
+    /// bug.
+    pub user: String,
+    /// Size of each of the two tmpfs the model can write to (`work_dir`
+    /// and `/tmp`); the root filesystem is read-only, so this is all the
+    /// space a run has, and it is memory, counted in `memory_limit`, never
+    /// the host's disk. Same syntax as `memory_limit`.
+    pub disk_limit: String,
+    /// The `nofile` ulimit of every process in the container.
+    pub max_open_files: u64,
 }
 
 impl SandboxConfig {
@@ -26,6 +42,9 @@ impl SandboxConfig {
         asked.map_or(self.timeout, |t| t.min(self.timeout))
     }
 }
+
+/// The `[sandbox] user` used when none is configured.
+pub const DEFAULT_SANDBOX_USER: &str = "sandbox";
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -40,6 +59,9 @@ impl Default for SandboxConfig {
             docker_host: None,
             create_on_start: false,
             output_limit: 1 << 20,
+            user: DEFAULT_SANDBOX_USER.into(),
+            disk_limit: "1g".into(),
+            max_open_files: 1024,
         }
     }
 }

@@ -3,12 +3,16 @@
 use std::collections::HashMap;
 
 use bollard::errors::Error as DockerError;
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountType, MountVolumeOptions,
+    MountVolumeOptionsDriverConfig, ResourcesUlimits,
+};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 use bollard::Docker;
 
 use super::engine::{chain, is_no_such_container, is_unreachable, unreachable};
 use super::scripts;
+use super::user::{self, Ids, UserSpec};
 use crate::sandbox::SandboxConfig;
 use crate::sandbox::SandboxError;
 
@@ -59,7 +63,14 @@ pub(crate) struct Limits {
     memory: Option<i64>,
     nano_cpus: Option<i64>,
     pids: Option<i64>,
+    /// Bytes of each tmpfs (work dir, /tmp).
+    disk: i64,
+    nofile: i64,
+    pub(crate) user: UserSpec,
 }
+
+/// The smallest `disk_limit`: room for a few source files.
+const MIN_DISK: i64 = 1 << 20;
 
 impl Limits {
     pub(crate) fn from_config(c: &SandboxConfig) -> Result<Limits, String> {
@@ -73,19 +84,71 @@ impl Limits {
                 c.memory_limit
             ));
         }
+        let disk = parse_memory_limit(&c.disk_limit)
+            .map_err(|e| e.replace("memory_limit", "disk_limit"))?
+            .filter(|d| *d >= MIN_DISK)
+            .ok_or_else(|| {
+                format!(
+                    "invalid [sandbox] disk_limit `{}`: the work dir and /tmp need a size of at \
+                     least 1m (they are memory, and unbounded memory is not offered)",
+                    c.disk_limit
+                )
+            })?;
+        if c.max_open_files < 16 || c.max_open_files > i64::MAX as u64 {
+            return Err(format!(
+                "invalid [sandbox] max_open_files {}: a shell needs at least 16",
+                c.max_open_files
+            ));
+        }
+        check_work_dir(&c.work_dir)?;
         Ok(Limits {
             memory,
             nano_cpus: (c.cpu_limit > 0.0).then(|| (c.cpu_limit * 1e9).round() as i64),
             pids: (c.pids_limit > 0).then_some(c.pids_limit),
+            disk,
+            nofile: c.max_open_files as i64,
+            user: user::parse(&c.user)?,
         })
     }
 }
+
+/// The work dir becomes a tmpfs mount point: it must be an absolute,
+/// normalised path other than `/`.
+fn check_work_dir(dir: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("invalid [sandbox] work_dir `{dir}`: {why}"));
+    if !dir.starts_with('/') {
+        return bad("it must be an absolute path");
+    }
+    let parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.is_empty() {
+        return bad("it cannot be `/` (the root filesystem is read-only)");
+    }
+    if parts.iter().any(|p| *p == "." || *p == "..") {
+        return bad("it cannot contain `.` or `..`");
+    }
+    if dir.contains(':') || dir.contains(',') {
+        return bad("it cannot contain `:` or `,`");
+    }
+    Ok(())
+}
+
+/// The `nobody` ids that the container's init and keep-alive process run
+/// as. Not the sandbox user: a process can open another's
+/// `/proc/PID/fd/1` only with the same uid (or CAP_SYS_PTRACE, which is
+/// dropped), and PID 1's stdout is the pipe to the engine's log copier.
+/// Out of reach, a command cannot make the engine (outside the container's
+/// CPU limit) copy gigabytes, even with logs off.
+const KEEPER_USER: &str = "65534:65534";
 
 /// A created and started container.
 #[derive(Debug)]
 pub(crate) struct Container {
     pub(crate) id: String,
     pub(crate) name: String,
+    /// Who commands run as, and who owns uploaded files.
+    pub(crate) ids: Ids,
+    /// `ids` as an exec's `User`.
+    pub(crate) exec_user: String,
 }
 
 /// `agentd-<run id>`, reduced to what Docker accepts in a name.
@@ -104,12 +167,72 @@ fn container_name(run_id: &str) -> String {
     format!("agentd-{clean}")
 }
 
-fn spec(config: &SandboxConfig, limits: &Limits, run_id: &str, owner: &str) -> ContainerCreateBody {
+/// An anonymous volume of the `local` driver backed by a tmpfs of `size`
+/// bytes, mounted at `target`.
+///
+/// A volume rather than `HostConfig.tmpfs`: the engine refuses archive
+/// uploads anywhere on a read-only root filesystem except into mount points
+/// it knows as volumes, and `tmpfs` mounts are not. A volume rather than a
+/// `tmpfs` mount: API 1.41 cannot give those a `uid`, and they are
+/// `noexec`. `nocopy`: the image's files at `target` would be copied in
+/// with their owner, taking the folder from the sandbox user. The volume
+/// goes with the container (`docker rm -v`, and auto-removal).
+fn tmpfs_volume(target: &str, size: i64, options: &str, labels: &HashMap<String, String>) -> Mount {
+    let driver_options = HashMap::from([
+        ("type".to_string(), "tmpfs".to_string()),
+        ("device".to_string(), "tmpfs".to_string()),
+        (
+            "o".to_string(),
+            format!("size={size},{options},nosuid,nodev"),
+        ),
+    ]);
+    Mount {
+        target: Some(target.to_string()),
+        typ: Some(MountType::VOLUME),
+        read_only: Some(false),
+        volume_options: Some(MountVolumeOptions {
+            no_copy: Some(true),
+            labels: Some(labels.clone()),
+            driver_config: Some(MountVolumeOptionsDriverConfig {
+                name: Some("local".into()),
+                options: Some(driver_options),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ulimit(name: &str, value: i64) -> ResourcesUlimits {
+    ResourcesUlimits {
+        name: Some(name.into()),
+        soft: Some(value),
+        hard: Some(value),
+    }
+}
+
+fn spec(
+    config: &SandboxConfig,
+    limits: &Limits,
+    ids: Ids,
+    run_id: &str,
+    owner: &str,
+) -> ContainerCreateBody {
     let labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_RUN.to_string(), run_id.to_string()),
         (super::owner::LABEL_OWNER.to_string(), owner.to_string()),
     ]);
+    let work_dir = config.work_dir.trim_end_matches('/').to_string();
+    let mut mounts = vec![tmpfs_volume(
+        &work_dir,
+        limits.disk,
+        &format!("uid={},gid={},mode=0755", ids.uid, ids.gid),
+        &labels,
+    )];
+    if work_dir != "/tmp" {
+        mounts.push(tmpfs_volume("/tmp", limits.disk, "mode=1777", &labels));
+    }
     let host_config = HostConfig {
         memory: limits.memory,
         // Equal to memory: no swap on top of the limit.
@@ -121,7 +244,37 @@ fn spec(config: &SandboxConfig, limits: &Limits, run_id: &str, owner: &str) -> C
         security_opt: Some(vec!["no-new-privileges".to_string()]),
         // docker-init reaps the zombies the model's commands leave behind.
         init: Some(true),
+        // agentd never reads container logs; with the default json-file
+        // driver anything written to PID 1's stdout lands, unbounded, in a
+        // file on the host.
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".into()),
+            config: None,
+        }),
+        // Nothing a command writes reaches the host's disk: the root
+        // filesystem is read-only, the work dir and /tmp are tmpfs
+        // (memory, counted in the container's memory limit).
+        readonly_rootfs: Some(true),
+        mounts: Some(mounts),
+        ulimits: Some(vec![
+            ulimit("nofile", limits.nofile),
+            // Twice the tmpfs size: a file filling the work dir meets
+            // ENOSPC, the error programs expect, before SIGXFSZ; any place
+            // that is not one of agentd's tmpfs is still bounded.
+            ulimit("fsize", limits.disk.saturating_mul(2)),
+        ]),
+        // A container stopped behind agentd's back (`docker kill`, an
+        // engine restart) is removed by the engine itself, volumes too,
+        // even when agentd cannot reach it at that moment.
+        auto_remove: Some(true),
         ..Default::default()
+    };
+    // Never the sandbox user's uid, so that its commands cannot open PID 1's
+    // stdout (see KEEPER_USER).
+    let keeper = if ids.uid == 65534 {
+        "65533:65533"
+    } else {
+        KEEPER_USER
     };
     ContainerCreateBody {
         image: Some(config.image.clone()),
@@ -131,10 +284,15 @@ fn spec(config: &SandboxConfig, limits: &Limits, run_id: &str, owner: &str) -> C
             "-c".into(),
             scripts::KEEP_ALIVE.into(),
             "agentd-keepalive".into(),
-            config.work_dir.clone(),
+            work_dir.clone(),
         ]),
         cmd: Some(Vec::new()),
-        working_dir: Some(config.work_dir.clone()),
+        user: Some(keeper.to_string()),
+        // The root filesystem is read-only: HOME is the (writable) work dir
+        // whatever the image's passwd says, and whether it has an entry for
+        // the user at all.
+        env: Some(vec![format!("HOME={work_dir}")]),
+        working_dir: Some(work_dir),
         labels: Some(labels),
         network_disabled: (!config.network_enabled).then_some(true),
         tty: Some(false),
@@ -144,18 +302,19 @@ fn spec(config: &SandboxConfig, limits: &Limits, run_id: &str, owner: &str) -> C
     }
 }
 
-/// Creates and starts the run's container. Every error is
-/// [`SandboxError::Unavailable`]: without a container the run has no
-/// sandbox at all. The image is never pulled.
+/// Creates and starts the run's container, whose commands run as `ids`.
+/// Every error is [`SandboxError::Unavailable`]: without a container the
+/// run has no sandbox at all. The image is never pulled.
 pub(crate) async fn create(
     docker: &Docker,
     config: &SandboxConfig,
     limits: &Limits,
+    ids: Ids,
     run_id: &str,
     owner: &str,
     engine: &str,
 ) -> Result<Container, SandboxError> {
-    let body = spec(config, limits, run_id, owner);
+    let body = spec(config, limits, ids, run_id, owner);
     let mut name = container_name(run_id);
     let mut attempts = 0;
     let id = loop {
@@ -168,7 +327,7 @@ pub(crate) async fn create(
             }) if attempts < 3 => {
                 name = resolve_name_conflict(docker, &name, run_id).await;
             }
-            Err(e) => return Err(create_error(&e, config, engine)),
+            Err(e) => return Err(create_error(&e, &config.image, engine)),
         }
     };
     if let Err(e) = docker.start_container(&id, None).await {
@@ -182,7 +341,12 @@ pub(crate) async fn create(
             server_message(&e)
         )));
     }
-    Ok(Container { id, name })
+    Ok(Container {
+        id,
+        name,
+        ids,
+        exec_user: ids.exec_user(),
+    })
 }
 
 /// A container already has our name: a leftover of this very run (a daemon
@@ -201,7 +365,7 @@ async fn resolve_name_conflict(docker: &Docker, name: &str, run_id: &str) -> Str
     format!("{name}-{}", &suffix[..8])
 }
 
-fn create_error(e: &DockerError, config: &SandboxConfig, engine: &str) -> SandboxError {
+pub(crate) fn create_error(e: &DockerError, image: &str, engine: &str) -> SandboxError {
     if is_unreachable(e) {
         return unreachable(engine, e);
     }
@@ -213,21 +377,57 @@ fn create_error(e: &DockerError, config: &SandboxConfig, engine: &str) -> Sandbo
             SandboxError::Unavailable(format!(
                 "image `{}` is not present on the Docker engine at {engine}; build it with \
                  scripts/build-images.sh (no registry pull is attempted)",
-                config.image
+                image
             ))
         }
         _ => SandboxError::Unavailable(format!(
             "cannot create the sandbox container from image `{}`: {}",
-            config.image,
+            image,
             server_message(e)
         )),
     }
 }
 
-fn server_message(e: &DockerError) -> String {
+pub(crate) fn server_message(e: &DockerError) -> String {
     match e {
         DockerError::DockerResponseServerError { message, .. } => message.clone(),
         other => chain(other),
+    }
+}
+
+/// Removes the volumes (the work dir's and /tmp's tmpfs) left by the
+/// containers of `run_id`. Removing a container with `v` takes its volumes,
+/// but a container the engine removed itself while restoring after a
+/// restart leaves them behind. A volume still in use is left alone.
+pub(crate) async fn remove_volumes(docker: &Docker, run_id: &str) {
+    let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_RUN}={run_id}")])]);
+    let options = bollard::query_parameters::ListVolumesOptions {
+        filters: Some(filters),
+    };
+    let listed = match docker.list_volumes(Some(options)).await {
+        Ok(l) => l.volumes.unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!(run = run_id, error = %e, "cannot list the run's volumes");
+            return;
+        }
+    };
+    for v in listed {
+        remove_volume(docker, &v.name).await;
+    }
+}
+
+/// Removes one volume; in use (409) or gone (404) is not an error.
+pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> bool {
+    let options = bollard::query_parameters::RemoveVolumeOptions { force: false };
+    match docker.remove_volume(name, Some(options)).await {
+        Ok(()) => {
+            tracing::debug!(volume = name, "removed a sandbox volume");
+            true
+        }
+        Err(e) => {
+            tracing::debug!(volume = name, error = %e, "sandbox volume not removed");
+            false
+        }
     }
 }
 

@@ -192,6 +192,12 @@ impl OpError {
         move |err| OpError::Docker { what, err }
     }
 
+    /// Whether the engine itself could not be reached (it may be
+    /// restarting).
+    pub(crate) fn is_unreachable(&self) -> bool {
+        matches!(self, OpError::Docker { err, .. } if is_unreachable(err))
+    }
+
     /// The error to return, and whether the sandbox can never work again
     /// (its container is gone), which makes it the run's fatal error.
     pub(crate) fn classify(self, engine: &str, container: &str) -> (SandboxError, bool) {
@@ -217,8 +223,8 @@ impl OpError {
                 message,
             } if message.to_ascii_lowercase().contains("no such container") => (
                 SandboxError::Failed(format!(
-                    "the sandbox container {container} is gone (removed outside agentd); \
-                     this run's sandbox cannot be used any more"
+                    "the sandbox container {container} is gone (killed or removed outside \
+                     agentd); this run's sandbox cannot be used any more"
                 )),
                 true,
             ),

@@ -27,6 +27,10 @@ const DRAIN_GRACE: Duration = Duration::from_secs(3);
 pub(crate) struct Target<'a> {
     pub(crate) docker: &'a Docker,
     pub(crate) container: &'a str,
+    /// The `User` every exec runs as (`uid:gid`): the container's own user
+    /// is not the sandbox user (see `container::KEEPER_USER`). Empty: the
+    /// container's.
+    pub(crate) user: &'a str,
 }
 
 pub(crate) struct ExecRequest {
@@ -85,6 +89,7 @@ pub(crate) async fn start_attached(
                 cmd: Some(cmd),
                 env: Some(vec![tag.to_string()]),
                 working_dir,
+                user: (!t.user.is_empty()).then(|| t.user.to_string()),
                 attach_stdin: Some(stdin),
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),

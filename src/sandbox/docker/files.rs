@@ -4,7 +4,6 @@
 //! survive. Docker resolves paths inside the container's root: `..` and
 //! symlinks cannot reach the host.
 
-use std::io::Read;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::errors::Error as DockerError;
@@ -16,6 +15,7 @@ use futures::StreamExt;
 use super::engine::OpError;
 use super::exec::{self, Target};
 use super::scripts;
+use super::user::Ids;
 use crate::sandbox::DirEntry;
 
 /// Bound on a whole download (bollard's own timeout stops at the headers).
@@ -39,6 +39,45 @@ pub(crate) fn resolve(work_dir: &str, path: &str) -> String {
     }
 }
 
+/// `path` with `.`, `..` and repeated slashes resolved as text (never
+/// through the filesystem): `/a/./b/../c` → `/a/c`. Absolute input only.
+fn normalise(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The directory a plugin asked a command to run in (`None`: the work
+/// dir), which must be the work dir or below it: a plugin may not point
+/// the engine's exec at `/proc/self/fd/...` or anywhere else (the runc
+/// working-directory escapes, CVE-2024-21626, went through the exec's
+/// cwd). Checked as text; symlinks inside the container are the
+/// runtime's to resolve, within the container's root.
+pub(crate) fn within_work_dir(work_dir: &str, requested: Option<&str>) -> Result<String, String> {
+    let root = normalise(work_dir);
+    let Some(requested) = requested.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Ok(root);
+    };
+    let full = normalise(&resolve(&root, requested));
+    let inside = full == root || full.starts_with(&format!("{}/", root.trim_end_matches('/')));
+    if inside {
+        Ok(full)
+    } else {
+        Err(format!(
+            "workdir `{requested}` is outside the work dir `{root}`: commands run only in the \
+             work dir or a folder below it"
+        ))
+    }
+}
+
 /// Splits an absolute path into its directory and file name.
 fn split(full: &str) -> Option<(&str, &str)> {
     let (dir, name) = full.rsplit_once('/')?;
@@ -48,10 +87,15 @@ fn split(full: &str) -> Option<(&str, &str)> {
     Some((if dir.is_empty() { "/" } else { dir }, name))
 }
 
-fn tar_of(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
+/// The archive of one file, owned by `owner`: the engine extracts it with
+/// the header's ids (it runs as root), so the sandbox user can change and
+/// remove what the model's tools wrote.
+fn tar_of(name: &str, contents: &[u8], owner: Ids) -> std::io::Result<Vec<u8>> {
     let mut header = tar::Header::new_gnu();
     header.set_size(contents.len() as u64);
     header.set_mode(0o644);
+    header.set_uid(u64::from(owner.uid));
+    header.set_gid(u64::from(owner.gid));
     header.set_entry_type(tar::EntryType::Regular);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -63,19 +107,21 @@ fn tar_of(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
-/// Writes `contents` to `path`, creating missing parent directories.
-/// A directory at `path` is refused, not replaced.
+/// Writes `contents` to `path` as a file of `owner`, creating missing
+/// parent directories. A directory at `path` is refused, not replaced.
 pub(crate) async fn write(
     t: Target<'_>,
     work_dir: &str,
     path: &str,
     contents: &[u8],
+    owner: Ids,
 ) -> Result<(), OpError> {
     let full = resolve(work_dir, path);
     let (dir, name) = split(&full)
         .ok_or_else(|| OpError::Msg(format!("cannot write `{path}`: not a file path")))?;
     let archive = bytes::Bytes::from(
-        tar_of(name, contents).map_err(|e| OpError::Msg(format!("cannot write `{path}`: {e}")))?,
+        tar_of(name, contents, owner)
+            .map_err(|e| OpError::Msg(format!("cannot write `{path}`: {e}")))?,
     );
     let upload = |archive: bytes::Bytes| {
         let options = UploadToContainerOptionsBuilder::default()
@@ -115,6 +161,12 @@ fn write_error(path: &str, dir: &str, e: DockerError) -> OpError {
         if message.contains("cannot overwrite directory") {
             return OpError::Msg(format!("cannot write `{path}`: it is a directory"));
         }
+        if message.contains("read-only") {
+            return OpError::Msg(format!(
+                "cannot write `{path}`: the sandbox's root filesystem is read-only; only the \
+                 work dir and /tmp are writable"
+            ));
+        }
     }
     OpError::docker(format!("cannot write `{path}`"))(e)
 }
@@ -137,7 +189,7 @@ pub(crate) async fn read(
                     TRANSFER_TIMEOUT.as_secs()
                 ))
             })??;
-        match first_entry(&archive, max)
+        match first_entry(archive, max)
             .map_err(|e| OpError::Msg(format!("cannot read `{path}`: bad archive: {e}")))?
         {
             Entry::File(bytes) => return Ok(bytes),
@@ -181,10 +233,28 @@ async fn download(t: Target<'_>, full: &str, path: &str, max: u64) -> Result<Vec
     let mut stream = t.docker.download_from_container(t.container, Some(options));
     let cap = (max as usize).saturating_add(TAR_OVERHEAD);
     let mut archive = Vec::new();
+    let mut peeked = false;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(bytes) => {
                 archive.extend_from_slice(&bytes);
+                if !peeked {
+                    // The first header says what is coming: a directory's
+                    // archive (the whole tree) or a file over the limit is
+                    // refused before it is buffered.
+                    match peek(&archive) {
+                        Some(Peek::Dir) => {
+                            return Err(OpError::Msg(format!(
+                                "cannot read `{path}`: it is a directory"
+                            )))
+                        }
+                        Some(Peek::Size(size)) if size > max => {
+                            return Err(too_large(path, size, max))
+                        }
+                        Some(_) => peeked = true,
+                        None => {}
+                    }
+                }
                 if archive.len() > cap {
                     // The header tells the real size; fall back to a bound.
                     let size = tar::Archive::new(&archive[..])
@@ -209,6 +279,24 @@ async fn download(t: Target<'_>, full: &str, path: &str, max: u64) -> Result<Vec
     Ok(archive)
 }
 
+enum Peek {
+    Dir,
+    Size(u64),
+    Other,
+}
+
+/// The first entry's kind, once its header (and any PAX header before it)
+/// has arrived; `None` until then.
+fn peek(archive: &[u8]) -> Option<Peek> {
+    let mut ar = tar::Archive::new(archive);
+    let entry = ar.entries().ok()?.next()?.ok()?;
+    Some(match entry.header().entry_type() {
+        tar::EntryType::Directory => Peek::Dir,
+        tar::EntryType::Regular | tar::EntryType::Continuous => Peek::Size(entry.size()),
+        _ => Peek::Other,
+    })
+}
+
 enum Entry {
     File(Vec<u8>),
     TooLarge(u64),
@@ -217,32 +305,43 @@ enum Entry {
     Other,
 }
 
-fn first_entry(archive: &[u8], max: u64) -> std::io::Result<Entry> {
-    let mut ar = tar::Archive::new(archive);
-    let mut entries = ar.entries()?;
-    let Some(entry) = entries.next() else {
-        return Err(std::io::Error::other("empty archive"));
-    };
-    let mut entry = entry?;
-    let kind = entry.header().entry_type();
-    Ok(match kind {
-        tar::EntryType::Regular | tar::EntryType::Continuous => {
-            let size = entry.size();
-            if size > max {
-                Entry::TooLarge(size)
-            } else {
-                let mut bytes = Vec::with_capacity(size as usize);
-                entry.read_to_end(&mut bytes)?;
-                Entry::File(bytes)
+/// The first entry of `archive`. A file's bytes are cut out of the
+/// archive's own buffer, not copied: a read peaks at its size once, not
+/// twice.
+fn first_entry(mut archive: Vec<u8>, max: u64) -> std::io::Result<Entry> {
+    let (start, size) = {
+        let mut ar = tar::Archive::new(&archive[..]);
+        let mut entries = ar.entries()?;
+        let Some(entry) = entries.next() else {
+            return Err(std::io::Error::other("empty archive"));
+        };
+        let entry = entry?;
+        match entry.header().entry_type() {
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                (entry.raw_file_position(), entry.size())
             }
+            tar::EntryType::Directory => return Ok(Entry::Dir),
+            tar::EntryType::Symlink => {
+                return Ok(match entry.link_name()? {
+                    Some(target) => Entry::Link(target.to_string_lossy().into_owned()),
+                    None => Entry::Other,
+                })
+            }
+            _ => return Ok(Entry::Other),
         }
-        tar::EntryType::Directory => Entry::Dir,
-        tar::EntryType::Symlink => match entry.link_name()? {
-            Some(target) => Entry::Link(target.to_string_lossy().into_owned()),
-            None => Entry::Other,
-        },
-        _ => Entry::Other,
-    })
+    };
+    if size > max {
+        return Ok(Entry::TooLarge(size));
+    }
+    let start = usize::try_from(start).map_err(std::io::Error::other)?;
+    let end = usize::try_from(size)
+        .ok()
+        .and_then(|n| start.checked_add(n))
+        .filter(|end| *end <= archive.len())
+        .ok_or_else(|| std::io::Error::other("the archive ends inside the file"))?;
+    archive.truncate(end);
+    archive.drain(..start);
+    Ok(Entry::File(archive))
 }
 
 /// Lists the entries of directory `path` at depth 1, sorted by name.
@@ -333,6 +432,28 @@ mod tests {
     }
 
     #[test]
+    fn workdirs_stay_in_the_work_dir() {
+        let w = |r: Option<&str>| within_work_dir("/workspace", r);
+        assert_eq!(w(None), Ok("/workspace".into()));
+        assert_eq!(w(Some("")), Ok("/workspace".into()));
+        assert_eq!(w(Some("app/src")), Ok("/workspace/app/src".into()));
+        assert_eq!(w(Some("/workspace/a/../b/")), Ok("/workspace/b".into()));
+        assert_eq!(w(Some("/workspace")), Ok("/workspace".into()));
+        for bad in [
+            "/tmp",
+            "..",
+            "../etc",
+            "/workspace/../etc",
+            "/workspacex",
+            "/proc/self/fd/7",
+            "/",
+        ] {
+            let e = w(Some(bad)).expect_err(bad);
+            assert!(e.contains("outside the work dir `/workspace`"), "{e}");
+        }
+    }
+
+    #[test]
     fn parses_listings() {
         let e = parse_listing("d 0 src\nf 12 a b\nf 3 new\nline\n");
         assert_eq!(e.len(), 3);
@@ -344,11 +465,21 @@ mod tests {
     #[test]
     fn tar_roundtrip() {
         let bytes: Vec<u8> = (0..=255).collect();
-        let ar = tar_of("x.bin", &bytes).expect("tar");
-        match first_entry(&ar, 1000).expect("entry") {
+        let ar = tar_of(
+            "x.bin",
+            &bytes,
+            Ids {
+                uid: 1000,
+                gid: 1000,
+            },
+        )
+        .expect("tar");
+        assert!(matches!(peek(&ar), Some(Peek::Size(256))));
+        assert!(peek(&ar[..100]).is_none(), "a partial header");
+        match first_entry(ar.clone(), 1000).expect("entry") {
             Entry::File(b) => assert_eq!(b, bytes),
             _ => panic!("not a file"),
         }
-        assert!(matches!(first_entry(&ar, 10), Ok(Entry::TooLarge(256))));
+        assert!(matches!(first_entry(ar, 10), Ok(Entry::TooLarge(256))));
     }
 }

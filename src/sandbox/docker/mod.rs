@@ -14,12 +14,19 @@
 //! - Files move as tar archives (`files`), never through shell quoting.
 //! - Containers live outside the daemon's cgroup; nothing removes them but
 //!   us, hence labels and [`DockerSandboxProvider::reap_orphans`].
+//! - Containment (issue 11): logs off, a read-only root, the work dir and
+//!   /tmp as size-limited tmpfs volumes (memory, never the host's disk),
+//!   `nofile`/`fsize` ulimits, every command an exec as `[sandbox] user`
+//!   (uid 1000 by default) while PID 1 runs as `nobody`, out of its reach,
+//!   and auto-removal so a container stopped behind our back (killed, an
+//!   engine restart) does not linger.
 //!
 //! Module map: `engine` connects to the engine and words its errors;
 //! `container` creates and removes containers; `exec` runs one-off
 //! commands; `shell` keeps the persistent session; `output` bounds what
 //! is buffered; `files` moves files; `reaper` removes orphans;
-//! `provider` and `sandbox` tie them to the traits.
+//! `user` turns `[sandbox] user` into numbers; `provider` and `sandbox`
+//! tie them to the traits.
 
 mod container;
 mod engine;
@@ -32,6 +39,7 @@ mod reaper;
 mod sandbox;
 mod scripts;
 mod shell;
+mod user;
 
 pub use container::{parse_memory_limit, LABEL_MANAGED, LABEL_RUN};
 pub use owner::LABEL_OWNER;

@@ -12,6 +12,7 @@ use super::engine::{self, Host, PROBE_TIMEOUT};
 use super::owner::Owner;
 use super::reaper;
 use super::sandbox::DockerSandbox;
+use super::user::{self, Ids, UserSpec};
 use crate::sandbox::SandboxConfig;
 use crate::sandbox::{Sandbox, SandboxError, SandboxProvider};
 
@@ -32,6 +33,8 @@ pub(crate) struct Shared {
     pub(crate) max_read_bytes: AtomicU64,
     owner: Owner,
     pub(crate) owner_label: String,
+    /// `[sandbox] user` as numbers, once looked up in the image.
+    ids: tokio::sync::Mutex<Option<Ids>>,
 }
 
 impl Shared {
@@ -40,6 +43,31 @@ impl Shared {
             .get_or_try_init(|| engine::open(&self.host, &self.engine))
             .await
             .cloned()
+    }
+
+    /// The ids commands run as: from the configuration, or looked up once
+    /// in the image (a failed lookup is retried by the next run: the image
+    /// may have been rebuilt meanwhile).
+    pub(crate) async fn ids(&self, docker: &Docker) -> Result<Ids, SandboxError> {
+        let (user, group) = match &self.limits.user {
+            UserSpec::Ids(ids) => return Ok(*ids),
+            UserSpec::Lookup { user, group } => (user, group),
+        };
+        let mut known = self.ids.lock().await;
+        if let Some(ids) = *known {
+            return Ok(ids);
+        }
+        let ids = user::lookup(
+            docker,
+            &self.config.image,
+            user,
+            group.as_deref(),
+            &self.owner_label,
+            &self.engine,
+        )
+        .await?;
+        *known = Some(ids);
+        Ok(ids)
     }
 }
 
@@ -73,6 +101,7 @@ impl DockerSandboxProvider {
                 max_read_bytes: AtomicU64::new(DEFAULT_MAX_READ_BYTES),
                 owner_label: owner.to_string(),
                 owner,
+                ids: tokio::sync::Mutex::new(None),
             }),
         })
     }

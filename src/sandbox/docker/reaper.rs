@@ -9,8 +9,9 @@ use bollard::errors::Error as DockerError;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use bollard::Docker;
 
-use super::container::{remove, LABEL_MANAGED, LABEL_RUN};
+use super::container::{remove, remove_volume, LABEL_MANAGED, LABEL_RUN};
 use super::owner::{Owner, Ownership, LABEL_OWNER};
+use super::user::LOOKUP_RUN;
 
 /// Force-removes the containers labelled [`LABEL_MANAGED`] that no live run
 /// owns (see [`Owner::classify`]); returns how many went. A container that
@@ -26,21 +27,26 @@ pub(crate) async fn reap(
         .filters(&filters)
         .build();
     let mut removed = 0;
-    for c in docker.list_containers(Some(options)).await? {
-        let run = c.labels.as_ref().and_then(|l| l.get(LABEL_RUN));
-        let owner = c.labels.as_ref().and_then(|l| l.get(LABEL_OWNER));
-        let orphan = match me.classify(owner.map(String::as_str)) {
-            Ownership::Ours => !run.is_some_and(|r| live.iter().any(|l| l == r)),
+    let orphan = |labels: Option<&HashMap<String, String>>| {
+        let run = labels.and_then(|l| l.get(LABEL_RUN));
+        let owner = labels.and_then(|l| l.get(LABEL_OWNER));
+        match me.classify(owner.map(String::as_str)) {
+            // A user lookup of ours may be in flight (it lasts a moment).
+            Ownership::Ours => !run.is_some_and(|r| r == LOOKUP_RUN || live.iter().any(|l| l == r)),
             Ownership::Dead => true,
             Ownership::Unlabelled => {
-                tracing::warn!(container = ?c.id, names = ?c.names,
-                    "a container labelled {LABEL_MANAGED}=true has no owner label, so it was not \
-                     made by this agentd; leaving it (remove it with `docker rm -f` if it is an orphan)");
+                tracing::warn!(run = ?run,
+                    "a container or volume labelled {LABEL_MANAGED}=true has no owner label, so it was \
+                     not made by this agentd; leaving it (remove it with `docker rm -f` or \
+                     `docker volume rm` if it is an orphan)");
                 false
             }
             Ownership::AliveElsewhere | Ownership::OtherHost | Ownership::Unverifiable => false,
-        };
-        if !orphan {
+        }
+    };
+    for c in docker.list_containers(Some(options)).await? {
+        let run = c.labels.as_ref().and_then(|l| l.get(LABEL_RUN));
+        if !orphan(c.labels.as_ref()) {
             continue;
         }
         let Some(id) = c.id else { continue };
@@ -52,6 +58,23 @@ pub(crate) async fn reap(
             Err(e) => {
                 tracing::warn!(container = %id, error = %e, "cannot remove an orphaned sandbox container")
             }
+        }
+    }
+    // The work dir and /tmp volumes of containers that went without them
+    // (removed by the engine while it restored after a restart). In use
+    // means a container still has them: left alone.
+    let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_MANAGED}=true")])]);
+    let options = bollard::query_parameters::ListVolumesOptions {
+        filters: Some(filters),
+    };
+    for v in docker
+        .list_volumes(Some(options))
+        .await?
+        .volumes
+        .unwrap_or_default()
+    {
+        if orphan(Some(&v.labels)) && remove_volume(docker, &v.name).await {
+            tracing::info!(volume = %v.name, "removed an orphaned sandbox volume");
         }
     }
     Ok(removed)

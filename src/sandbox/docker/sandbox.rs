@@ -19,6 +19,12 @@ use crate::sandbox::{CommandOutput, CommandSpec, DirEntry, Sandbox, SandboxError
 
 /// How long `destroy` waits for the engine to remove the container.
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an operation that lost the engine waits for it to come back
+/// before the run's sandbox counts as lost: an engine restart takes a few
+/// seconds.
+const ENGINE_WAIT: Duration = Duration::from_secs(60);
+/// How often the engine is pinged meanwhile.
+const ENGINE_POLL: Duration = Duration::from_millis(250);
 
 #[derive(Default)]
 struct State {
@@ -146,12 +152,18 @@ impl DockerSandbox {
         if let Some(c) = &state.container {
             return Ok((docker, c.clone()));
         }
+        let ids = self
+            .shared
+            .ids(&docker)
+            .await
+            .map_err(|e| self.record_fatal(e))?;
         let started = std::time::Instant::now();
         state.creating = true;
         let c = container::create(
             &docker,
             &self.shared.config,
             &self.shared.limits,
+            ids,
             &self.run_id,
             &self.shared.owner_label,
             &self.shared.engine,
@@ -170,13 +182,74 @@ impl DockerSandbox {
     }
 
     /// Words an operation's error; a vanished container becomes fatal.
-    fn fail(&self, c: &Container, e: OpError) -> SandboxError {
+    /// When the engine stopped answering, waits (up to [`ENGINE_WAIT`])
+    /// for it to come back and looks for the container: a restarted
+    /// engine has stopped it (and auto-removed it), which is fatal, as is
+    /// an engine that does not come back.
+    async fn failed(&self, docker: &Docker, c: &Container, e: OpError) -> SandboxError {
+        let engine_down = e.is_unreachable();
         let (err, fatal) = e.classify(&self.shared.engine, &c.name);
         if fatal {
-            self.record_fatal(err)
-        } else {
-            err
+            return self.record_fatal(err);
         }
+        if !engine_down {
+            return err;
+        }
+        match self.await_engine(docker, c).await {
+            Some(lost) => self.record_fatal(lost),
+            None => err,
+        }
+    }
+
+    /// `r`, its error worded by [`Self::failed`].
+    async fn check<T>(
+        &self,
+        docker: &Docker,
+        c: &Container,
+        r: Result<T, OpError>,
+    ) -> Result<T, SandboxError> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.failed(docker, c, e).await),
+        }
+    }
+
+    /// `None`: the engine answers again and the container still runs.
+    async fn await_engine(&self, docker: &Docker, c: &Container) -> Option<SandboxError> {
+        let engine = &self.shared.engine;
+        let deadline = tokio::time::Instant::now() + ENGINE_WAIT;
+        tracing::warn!(run = %self.run_id, engine = %engine, "the Docker engine stopped answering; waiting for it");
+        loop {
+            let ping = tokio::time::timeout(ENGINE_POLL * 4, docker.ping()).await;
+            if let Ok(Ok(_)) = ping {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Some(SandboxError::Failed(format!(
+                    "the Docker engine at {engine} stopped answering while the sandbox \
+                     container {} was in use and did not come back within {}s; this run's \
+                     sandbox is lost",
+                    c.name,
+                    ENGINE_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(ENGINE_POLL).await;
+        }
+        let running = docker
+            .inspect_container(&c.id, None)
+            .await
+            .ok()
+            .and_then(|i| i.state)
+            .and_then(|s| s.running);
+        if running == Some(true) {
+            tracing::info!(run = %self.run_id, "the Docker engine is back and the sandbox container survived");
+            return None;
+        }
+        Some(SandboxError::Failed(format!(
+            "the sandbox container {} was lost when the Docker engine at {engine} went away \
+             (restarted or stopped); this run's sandbox cannot be used any more",
+            c.name
+        )))
     }
 
     fn work_dir(&self) -> &str {
@@ -206,20 +279,20 @@ impl Sandbox for DockerSandbox {
             let t = Target {
                 docker: &docker,
                 container: &c.id,
+                user: &c.exec_user,
             };
             let timeout = self.shared.config.command_timeout(spec.timeout);
+            let working_dir = files::within_work_dir(self.work_dir(), spec.workdir.as_deref())
+                .map_err(SandboxError::Failed)?;
             let req = ExecRequest {
                 cmd: vec!["sh".into(), "-c".into(), spec.command],
-                working_dir: Some(files::resolve(
-                    self.work_dir(),
-                    spec.workdir.as_deref().unwrap_or(""),
-                )),
+                working_dir: Some(working_dir),
                 stdin: spec.stdin.map(String::into_bytes),
                 timeout,
                 output_limit: self.shared.config.output_limit,
                 killable: true,
             };
-            let o = exec::run(t, req).await.map_err(|e| self.fail(&c, e))?;
+            let o = self.check(&docker, &c, exec::run(t, req).await).await?;
             let (stdout, out_truncated) = o.stdout.into_text();
             let (mut stderr, err_truncated) = o.stderr.into_text();
             let note = if o.timed_out {
@@ -243,7 +316,8 @@ impl Sandbox for DockerSandbox {
             }
             if o.exit_code.is_none() && !o.timed_out && !o.flooded {
                 // The stream broke off: tell a dead container from a glitch.
-                exec::check_running(t).await.map_err(|e| self.fail(&c, e))?;
+                self.check(&docker, &c, exec::check_running(t).await)
+                    .await?;
             }
             Ok(CommandOutput {
                 stdout,
@@ -267,8 +341,10 @@ impl Sandbox for DockerSandbox {
             let t = Target {
                 docker: &docker,
                 container: &c.id,
+                user: &c.exec_user,
             };
-            self.shell
+            let r = self
+                .shell
                 .run(
                     t,
                     self.work_dir(),
@@ -276,8 +352,8 @@ impl Sandbox for DockerSandbox {
                     self.shared.config.command_timeout(timeout),
                     self.shared.config.output_limit,
                 )
-                .await
-                .map_err(|e| self.fail(&c, e))
+                .await;
+            self.check(&docker, &c, r).await
         }
         .instrument(self.span("shell"))
         .await
@@ -289,11 +365,10 @@ impl Sandbox for DockerSandbox {
             let t = Target {
                 docker: &docker,
                 container: &c.id,
+                user: &c.exec_user,
             };
-            self.shell
-                .restart(t, self.work_dir())
-                .await
-                .map_err(|e| self.fail(&c, e))
+            let r = self.shell.restart(t, self.work_dir()).await;
+            self.check(&docker, &c, r).await
         }
         .instrument(self.span("restart_shell"))
         .await
@@ -305,11 +380,11 @@ impl Sandbox for DockerSandbox {
             let t = Target {
                 docker: &docker,
                 container: &c.id,
+                user: &c.exec_user,
             };
             let max = self.shared.max_read_bytes.load(Ordering::Relaxed);
-            files::read(t, self.work_dir(), path, max)
-                .await
-                .map_err(|e| self.fail(&c, e))
+            let r = files::read(t, self.work_dir(), path, max).await;
+            self.check(&docker, &c, r).await
         }
         .instrument(self.span("read_file"))
         .await
@@ -321,10 +396,10 @@ impl Sandbox for DockerSandbox {
             let t = Target {
                 docker: &docker,
                 container: &c.id,
+                user: &c.exec_user,
             };
-            files::write(t, self.work_dir(), path, contents)
-                .await
-                .map_err(|e| self.fail(&c, e))
+            let r = files::write(t, self.work_dir(), path, contents, c.ids).await;
+            self.check(&docker, &c, r).await
         }
         .instrument(self.span("write_file"))
         .await
@@ -336,10 +411,10 @@ impl Sandbox for DockerSandbox {
             let t = Target {
                 docker: &docker,
                 container: &c.id,
+                user: &c.exec_user,
             };
-            files::list(t, self.work_dir(), path)
-                .await
-                .map_err(|e| self.fail(&c, e))
+            let r = files::list(t, self.work_dir(), path).await;
+            self.check(&docker, &c, r).await
         }
         .instrument(self.span("list_dir"))
         .await
@@ -368,7 +443,13 @@ impl Sandbox for DockerSandbox {
                 }
             };
             match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &c.id)).await {
-                Ok(Ok(())) => tracing::info!(container = %c.name, "sandbox container removed"),
+                Ok(Ok(())) => {
+                    tracing::info!(container = %c.name, "sandbox container removed");
+                    let volumes = container::remove_volumes(&docker, &self.run_id);
+                    if tokio::time::timeout(REMOVE_TIMEOUT, volumes).await.is_err() {
+                        tracing::warn!(container = %c.name, "removing the sandbox's volumes timed out; the orphan reaper will");
+                    }
+                }
                 Ok(Err(e)) => tracing::warn!(container = %c.name, error = %e, "cannot remove the sandbox container; the orphan reaper will"),
                 Err(_) => tracing::warn!(container = %c.name, "removing the sandbox container timed out; the orphan reaper will"),
             }
