@@ -85,11 +85,12 @@ async fn a_strategy_adding_100_mib_messages_in_a_loop_is_refused_and_stopped() {
         &["misbehave", "max_message_bytes", "3145728 bytes"],
     );
     // 100 MiB is refused by the message limit, or, when the store's
-    // hostcall fuel is below 100 MiB, by wasmtime before the host sees it.
+    // hostcall fuel (16 MiB per call) is below it, by wasmtime before the host
+    // sees it: "tried to pass more than 16 MiB to the host in one call".
     assert_ended_because(&record, "error", &["misbehave"]);
     let error = record["error"].as_str().unwrap_or("");
     assert!(
-        error.contains("max_message_bytes") || error.contains("hostcall"),
+        error.contains("max_message_bytes") || error.contains("in one call"),
         "the error names the cause: {error}"
     );
     for r in [&record, &record3] {
@@ -173,9 +174,10 @@ async fn a_tool_returning_128_mib_is_truncated_before_anything_keeps_it() {
         );
     }
     // 128 MiB: cut the same way, or refused by wasmtime when the store's
-    // hostcall fuel is below it (then the tool is reported as trapped).
+    // hostcall fuel (16 MiB per call) is below it: the tool is reported as
+    // trapped "in one call".
     assert!(
-        tools[2].contains("(max_tool_result_bytes)") || tools[2].contains("hostcall"),
+        tools[2].contains("(max_tool_result_bytes)") || tools[2].contains("in one call"),
         "{}",
         tail(&tools[2])
     );

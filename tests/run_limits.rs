@@ -111,7 +111,7 @@ async fn calls_past_max_tool_calls_per_step_get_an_error_observation() {
 }
 
 #[tokio::test]
-async fn a_100_mib_step_result_is_cut_with_a_note() {
+async fn a_10_mib_step_result_is_cut_with_a_note() {
     let h = Harness::new().await;
     let r = h.run(misbehave("step-result-flood"), "say a lot").await;
     assert_eq!(r.outcome, Outcome::Finished, "{r:?}");

@@ -97,9 +97,10 @@ impl Guest for Misbehave {
             return add_message_flood(mib << 20);
         }
         if prompt.contains("step-result-flood") {
-            // The step's result line is kept by the host too.
+            // The step's result line is kept by the host too. 10 MiB: past
+            // max_message_bytes, under the 16 MiB a call may hand over.
             agent::finish();
-            return Ok("R".repeat(100 << 20));
+            return Ok("R".repeat(10 << 20));
         }
         if prompt.contains("print") {
             println!("hello from stdout");
