@@ -77,6 +77,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             seq: 1,
             agent: "toolcall".into(),
             request: "hi".into(),
+            request_truncated: false,
             state,
             outcome,
             steps: 1,
@@ -92,6 +93,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             ended_at_ms: outcome.map(|_| 1_700_000_001_000),
         },
         messages: vec![Message::user("hi")],
+        paging: Default::default(),
     }
 }
 

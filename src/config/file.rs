@@ -203,6 +203,15 @@ pub struct DaemonKeys {
     pub history_days: Option<u32>,
     /// Largest request body the API accepts, in bytes.
     pub max_request_bytes: Option<usize>,
+    /// API connections open at once.
+    pub max_connections: Option<usize>,
+    /// Runs waiting for a slot before `POST /v1/runs` answers 429.
+    pub max_queued_runs: Option<usize>,
+    /// Seconds a client has to send a request's headers (also the idle
+    /// keep-alive timeout).
+    pub header_timeout: Option<f64>,
+    /// Seconds a response may wait for the client to read any of it.
+    pub write_timeout: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

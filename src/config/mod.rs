@@ -19,8 +19,9 @@ pub use paths::{client_socket_path, default_config_path, default_socket_path, SY
 
 use crate::agent::AgentConfig;
 use crate::daemon::settings::{
-    DaemonConfig, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT,
+    DaemonConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::sandbox::SandboxConfig;
@@ -158,6 +159,14 @@ impl Config {
                 }
             }
         };
+        let positive_seconds = |value: Option<f64>, default: Duration, key: &str| match value {
+            None => Ok(default),
+            Some(t) => seconds(t).ok_or_else(|| {
+                invalid(format!(
+                    "[daemon] {key} must be a positive number of seconds, not {t}"
+                ))
+            }),
+        };
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -180,6 +189,22 @@ impl Config {
                 .max_request_bytes
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
                 .max(1024),
+            max_connections: f
+                .daemon
+                .max_connections
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+                .max(1),
+            max_queued_runs: f.daemon.max_queued_runs.unwrap_or(DEFAULT_MAX_QUEUED_RUNS),
+            header_timeout: positive_seconds(
+                f.daemon.header_timeout,
+                DEFAULT_HEADER_TIMEOUT,
+                "header_timeout",
+            )?,
+            write_timeout: positive_seconds(
+                f.daemon.write_timeout,
+                DEFAULT_WRITE_TIMEOUT,
+                "write_timeout",
+            )?,
         };
         let d = SandboxConfig::default();
         let s = &f.sandbox;

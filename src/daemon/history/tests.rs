@@ -13,6 +13,7 @@ fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
         seq,
         agent: "coder".to_string(),
         request: format!("request of {id}"),
+        request_truncated: false,
         state,
         outcome: ended.then_some(Outcome::Finished),
         steps: 2,
