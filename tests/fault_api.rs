@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
-use common::daemon::{EventStream, Daemon};
+use common::daemon::{Daemon, EventStream};
 use common::fault::{
     assert_no_containers, assert_status_within_a_second, Bystander, Committed, BYSTANDER_AGENT,
 };
@@ -143,7 +143,10 @@ async fn eleven_hundred_idle_connections_are_capped_and_the_daemon_recovers() {
             "{answer}"
         );
         if answer.starts_with("HTTP/1.1 503") {
-            assert!(answer.contains("\"code\":\"too_many_connections\""), "{answer}");
+            assert!(
+                answer.contains("\"code\":\"too_many_connections\""),
+                "{answer}"
+            );
         }
         // The daemon never ran out of descriptors for what it serves:
         // everything past the cap was refused and closed.
@@ -357,7 +360,11 @@ async fn a_follower_that_never_reads_is_dropped_and_others_follow_fine() {
         let bystander = Bystander::start(&d, &llm);
         let ended = reader.wait_for(Duration::from_secs(120), |e| e["type"] == "run_ended");
         assert_eq!(ended["outcome"], "finished", "{ended}");
-        let seqs: Vec<u64> = reader.seen.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        let seqs: Vec<u64> = reader
+            .seen
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .collect();
         assert_eq!(
             seqs,
             (1..=seqs.len() as u64).collect::<Vec<_>>(),
@@ -396,7 +403,10 @@ async fn a_follower_that_never_reads_is_dropped_and_others_follow_fine() {
         assert_eq!(status, 200);
         let resumed = common::daemon::ndjson(&body);
         assert_eq!(resumed.first().and_then(|e| e["seq"].as_u64()), Some(4));
-        assert_eq!(resumed.last().map(|e| e["type"].clone()), Some(Value::from("run_ended")));
+        assert_eq!(
+            resumed.last().map(|e| e["type"].clone()),
+            Some(Value::from("run_ended"))
+        );
 
         assert_status_within_a_second(&d);
         bystander.finish(&d);
@@ -450,8 +460,15 @@ async fn a_refused_peer_gets_403_and_is_disconnected() {
             !stderr.contains("Re-using existing connection"),
             "the refused peer's connection was kept open: {stderr}"
         );
-        assert_eq!(stdout.matches("\"code\":\"forbidden\"").count(), 2, "{stdout}");
-        assert!(stdout.contains("uid 65534 may not use this socket"), "{stdout}");
+        assert_eq!(
+            stdout.matches("\"code\":\"forbidden\"").count(),
+            2,
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("uid 65534 may not use this socket"),
+            "{stdout}"
+        );
 
         assert_status_within_a_second(&d);
         bystander.finish(&d);

@@ -221,12 +221,12 @@ impl Follower {
                 }
                 continue;
             }
-            return self.from_history().await;
+            return self.next_from_history().await;
         }
     }
 
     /// The run has left memory; everything it published is committed.
-    async fn from_history(&mut self) -> Option<Bytes> {
+    async fn next_from_history(&mut self) -> Option<Bytes> {
         if self.pending.is_empty() {
             match self
                 .history
