@@ -194,7 +194,13 @@ impl Config {
                 .max_connections
                 .unwrap_or(DEFAULT_MAX_CONNECTIONS)
                 .max(1),
-            max_queued_runs: f.daemon.max_queued_runs.unwrap_or(DEFAULT_MAX_QUEUED_RUNS),
+            // Every run holds a place from its creation until it gets a
+            // slot, so 0 would refuse them all.
+            max_queued_runs: f
+                .daemon
+                .max_queued_runs
+                .unwrap_or(DEFAULT_MAX_QUEUED_RUNS)
+                .max(1),
             header_timeout: positive_seconds(
                 f.daemon.header_timeout,
                 DEFAULT_HEADER_TIMEOUT,

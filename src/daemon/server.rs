@@ -70,6 +70,7 @@ pub async fn serve(
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let connections = TaskTracker::new();
+    let mut refusals = RefusalLog::default();
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
@@ -87,6 +88,7 @@ pub async fn serve(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             refuse_busy(&stream, limits.max_connections);
+            refusals.note(limits.max_connections);
             continue;
         };
         let peer = Peer::of(&stream);
@@ -134,14 +136,37 @@ async fn serve_connection(
     }
 }
 
+/// A flood of refused connections is one log line a second, not one per
+/// connection: the journal is not another thing a client can fill.
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, max: usize) {
+        self.unlogged += 1;
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        warn!(
+            refused = self.unlogged,
+            max_connections = max,
+            "refused API connections: [daemon] max_connections are open"
+        );
+        self.last = Some(std::time::Instant::now());
+        self.unlogged = 0;
+    }
+}
+
 /// Over the cap: the answer fits the empty socket buffer of a connection
 /// just accepted, so one non-blocking write delivers it; if it does not,
 /// closing alone is the refusal. No task, no wait.
 fn refuse_busy(stream: &UnixStream, max: usize) {
-    warn!(
-        max_connections = max,
-        "refused an API connection: [daemon] max_connections are open"
-    );
     let body = error_json(
         "too_many_connections",
         &format!("agentd serves at most {max} connections at once ([daemon] max_connections); try again shortly"),

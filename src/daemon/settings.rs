@@ -37,7 +37,8 @@ pub struct DaemonConfig {
     pub max_request_bytes: usize,
     /// Connections open at once; past it new ones get a 503 and are closed.
     pub max_connections: usize,
-    /// Runs waiting for a slot; past it `POST /v1/runs` answers 429.
+    /// Runs waiting for a slot (a run holds its place from creation until
+    /// it gets one); past it `POST /v1/runs` answers 429. At least 1.
     pub max_queued_runs: usize,
     /// Time to send a request's headers, counted from the connection's
     /// start or the end of the previous response, so it is also the
