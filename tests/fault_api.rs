@@ -132,9 +132,9 @@ async fn eleven_hundred_idle_connections_are_capped_and_the_daemon_recovers() {
         // API's error shape (or served, if the cap has room), never left
         // hanging.
         let mut probe = connect(&d.socket);
-        probe
-            .write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .expect("send");
+        // A refused client may find the socket closed before it has sent
+        // its request (EPIPE); the 503 is in its buffer all the same.
+        let _ = probe.write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let (answer, closed) = read_all(&mut probe, Duration::from_secs(5));
         let answer = String::from_utf8_lossy(&answer);
         assert!(closed, "the new client was left hanging: {answer:?}");
@@ -342,6 +342,7 @@ async fn a_follower_that_never_reads_is_dropped_and_others_follow_fine() {
                 .unwrap_or(0)
         };
         let baseline_rss = rss(&d);
+        let baseline_fds = open_fds(&d);
 
         let id = d.create_run("chatty", "talk a lot");
         let path = format!("/v1/runs/{id}/events");
@@ -379,9 +380,10 @@ async fn a_follower_that_never_reads_is_dropped_and_others_follow_fine() {
         // They are disconnected by write_timeout: the daemon lets go of
         // their descriptors, and their connections end without run_ended,
         // though nothing was read.
-        let with_silent = open_fds(&d);
+        // (A few descriptors of slack: pooled LLM and Docker connections
+        // come and go; the silent followers alone would be 32.)
         eventually(&d, "silent followers disconnected", || {
-            open_fds(&d) + SILENT <= with_silent + 4
+            open_fds(&d) <= baseline_fds + 8
         });
         for s in &mut silent {
             let (got, closed) = read_all(s, Duration::from_secs(5));
