@@ -62,7 +62,12 @@ pub struct RunSummary {
     /// Orders runs by creation; `GET /v1/runs?before=SEQ` pages with it.
     pub seq: i64,
     pub agent: String,
+    /// The whole request in `GET /v1/runs/{id}`; in list rows only its
+    /// first [`LIST_REQUEST_CHARS`] characters (`request_truncated` says so).
     pub request: String,
+    /// True when `request` was cut for a list row.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_truncated: bool,
     pub state: RunState,
     /// Absent until the run has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +111,7 @@ impl RunSummary {
             seq,
             agent: agent.to_string(),
             request: request.to_string(),
+            request_truncated: false,
             state: RunState::Queued,
             outcome: None,
             steps: 0,
@@ -120,15 +126,79 @@ impl RunSummary {
     }
 }
 
-/// `GET /v1/runs/{id}`: the summary plus every message of the run in order
-/// (the whole transcript, not only the memory window the model saw last).
+/// List rows (`GET /v1/runs`) carry at most this many characters of each
+/// run's request: a page of 1000 rows must not be a gigabyte of requests.
+pub const LIST_REQUEST_CHARS: usize = 4096;
+
+impl RunSummary {
+    /// A copy for a list row: the request cut to [`LIST_REQUEST_CHARS`]
+    /// without copying the rest of it first.
+    pub fn list_row(&self) -> RunSummary {
+        let cut = self.request.char_indices().nth(LIST_REQUEST_CHARS);
+        RunSummary {
+            id: self.id.clone(),
+            seq: self.seq,
+            agent: self.agent.clone(),
+            request: match cut {
+                Some((at, _)) => self.request[..at].to_string(),
+                None => self.request.clone(),
+            },
+            request_truncated: self.request_truncated || cut.is_some(),
+            state: self.state,
+            outcome: self.outcome,
+            steps: self.steps,
+            max_steps: self.max_steps,
+            result: self.result.clone(),
+            error: self.error.clone(),
+            usage: self.usage,
+            created_at_ms: self.created_at_ms,
+            started_at_ms: self.started_at_ms,
+            ended_at_ms: self.ended_at_ms,
+        }
+    }
+
+    /// Cuts `request` to `max` characters for a list row, saying so.
+    pub fn truncate_request(&mut self, max: usize) {
+        if let Some((at, _)) = self.request.char_indices().nth(max) {
+            self.request.truncate(at);
+            self.request_truncated = true;
+        }
+    }
+}
+
+/// `GET /v1/runs/{id}`: the summary plus the run's messages in order (the
+/// whole transcript, not only the memory window the model saw last), one
+/// page at a time: `?messages_from=N&messages_limit=M`. A run whose
+/// transcript fits one page (most do) comes whole, as before paging.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
     #[serde(flatten)]
     pub summary: RunSummary,
     #[serde(default)]
     pub messages: Vec<Message>,
+    #[serde(flatten)]
+    pub paging: MessagePaging,
 }
+
+/// Where a page of messages sits in the transcript.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessagePaging {
+    /// How many messages the run has recorded in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_total: Option<u32>,
+    /// Index of the first message of this page, when it is not the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_from: Option<u32>,
+    /// Pass as `messages_from=` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_messages_from: Option<u32>,
+}
+
+/// A page of messages at most this many messages...
+pub const DEFAULT_MESSAGES_LIMIT: u32 = 1000;
+/// ...and, after its first message, at most this many bytes of JSON, so a
+/// run of huge tool outputs still comes in bounded answers.
+pub const MESSAGES_PAGE_BYTES: usize = 8 << 20;
 
 /// `GET /v1/runs`: newest first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -147,6 +217,34 @@ pub struct EventLine {
     pub at_ms: i64,
     #[serde(flatten)]
     pub event: RunEvent,
+}
+
+/// The last line of an event stream that the daemon ended before the
+/// run's `run_ended` (a follower too far behind, the history unreadable):
+/// `{"type":"stream_error","code":...,"message":...,"resume_since":SEQ}`.
+/// Reconnecting with `?since=SEQ` continues where it stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamError {
+    #[serde(rename = "type")]
+    pub kind: StreamErrorType,
+    pub code: String,
+    pub message: String,
+    /// The seq of the last event this stream delivered (0: none).
+    pub resume_since: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamErrorType {
+    StreamError,
+}
+
+/// The NDJSON line of [`EventLine`] from the event's own JSON object (as
+/// stored): the same bytes serde writes for the flattened struct, without
+/// parsing and re-encoding the event.
+pub fn event_line(seq: u64, at_ms: i64, event_json: &str) -> Vec<u8> {
+    let fields = event_json.strip_prefix('{').unwrap_or(event_json);
+    format!("{{\"seq\":{seq},\"at_ms\":{at_ms},{fields}\n").into_bytes()
 }
 
 /// `GET /v1/agents`.
@@ -221,7 +319,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Stable, for scripts: `bad_request`, `not_found`, `unknown_agent`,
     /// `conflict`, `payload_too_large`, `forbidden`, `shutting_down`,
-    /// `internal`.
+    /// `queue_full`, `too_many_connections`, `internal`.
     pub code: String,
     /// For people; may change between versions.
     pub message: String,
@@ -431,6 +529,23 @@ mod wire_tests {
             snapshotted(&event);
             assert_wire(line(seq, event), expected);
         }
+    }
+
+    #[test]
+    fn an_event_line_is_what_serde_writes_for_event_line() {
+        let event = RunEvent::StepStarted {
+            step: 2,
+            max_steps: 5,
+        };
+        let json = serde_json::to_string(&event).expect("json");
+        let mut expected = serde_json::to_vec(&EventLine {
+            seq: 7,
+            at_ms: 123,
+            event,
+        })
+        .expect("json");
+        expected.push(b'\n');
+        assert_eq!(event_line(7, 123, &json), expected);
     }
 
     #[test]

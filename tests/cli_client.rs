@@ -11,13 +11,13 @@ use std::time::Duration;
 use agentd::agent::{Outcome, RunEvent};
 
 use agentd::api::{
-    CacheStatus, CreateRun, EngineStatus, ErrorBody, ErrorDetail, EventLine, RunList, RunState,
-    RunSummary, RunView, Status,
+    CacheStatus, CreateRun, EngineStatus, ErrorBody, ErrorDetail, EventLine, MessagePaging,
+    RunList, RunState, RunSummary, RunView, Status,
 };
 use agentd::chat::Message;
 use agentd::chat::Usage;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -34,6 +34,8 @@ struct Seen {
     cancels: AtomicUsize,
     cancelled: tokio::sync::Notify,
     slow_ended: AtomicBool,
+    /// The `since` of each events request, in order.
+    event_since: Mutex<Vec<Option<u64>>>,
 }
 
 struct FakeDaemon {
@@ -77,6 +79,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             seq: 1,
             agent: "toolcall".into(),
             request: "hi".into(),
+            request_truncated: false,
             state,
             outcome,
             steps: 1,
@@ -92,7 +95,13 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             ended_at_ms: outcome.map(|_| 1_700_000_001_000),
         },
         messages: vec![Message::user("hi")],
+        paging: Default::default(),
     }
+}
+
+#[derive(serde::Deserialize)]
+struct PageQuery {
+    messages_from: Option<u32>,
 }
 
 fn known_run(seen: &Seen, id: &str) -> Option<RunView> {
@@ -103,6 +112,7 @@ fn known_run(seen: &Seen, id: &str) -> Option<RunView> {
             Some(run(id, RunState::Ended, Some(Outcome::Cancelled)))
         }
         "run-slow" => Some(run(id, RunState::Running, None)),
+        "run-dropped" => Some(run(id, RunState::Running, None)),
         _ => None,
     }
 }
@@ -187,7 +197,24 @@ async fn create_run(
     (StatusCode::CREATED, Json(run(id, RunState::Queued, None))).into_response()
 }
 
-async fn show_run(State(seen): State<Arc<Seen>>, Path(id): Path<String>) -> Response {
+async fn show_run(
+    State(seen): State<Arc<Seen>>,
+    Path(id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> Response {
+    if id == "run-paged" {
+        // Three messages, served one per page as a daemon does for a long
+        // transcript.
+        let from = page.messages_from.unwrap_or(0);
+        let mut v = run(&id, RunState::Ended, Some(Outcome::MaxSteps));
+        v.messages = vec![Message::user(format!("page message {from}"))];
+        v.paging = MessagePaging {
+            messages_total: Some(3),
+            messages_from: (from > 0).then_some(from),
+            next_messages_from: (from < 2).then_some(from + 1),
+        };
+        return Json(v).into_response();
+    }
     match known_run(&seen, &id) {
         Some(v) => Json(v).into_response(),
         None => error(
@@ -275,8 +302,18 @@ async fn send_cut(
     }
 }
 
-async fn events(State(seen): State<Arc<Seen>>, Path(id): Path<String>) -> Response {
+#[derive(serde::Deserialize)]
+struct EventsQuery {
+    since: Option<u64>,
+}
+
+async fn events(
+    State(seen): State<Arc<Seen>>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Response {
     seen.event_requests.fetch_add(1, Ordering::SeqCst);
+    seen.event_since.lock().expect("lock").push(q.since);
     if known_run(&seen, &id).is_none() {
         return error(
             StatusCode::NOT_FOUND,
@@ -322,6 +359,13 @@ async fn events(State(seen): State<Arc<Seen>>, Path(id): Path<String>) -> Respon
                 // open to show the client stops reading there.
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
+            // Dropped as a follower too far behind: a stream_error line
+            // says where to resume; the resumed stream has the rest.
+            "run-dropped" if q.since.is_none() => {
+                let dropped = r#"{"type":"stream_error","code":"follower_too_slow","message":"reconnect with since=2","resume_since":2}"#;
+                send_cut(&tx, &format!("{}{dropped}\n", started(&id))).await;
+            }
+            "run-dropped" => send_cut(&tx, &ended(3, Outcome::Finished)).await,
             // Ends mid-run, as when the daemon restarts.
             _ => send_cut(&tx, &started(&id)).await,
         }
@@ -554,4 +598,53 @@ async fn runs_show_and_logs_read_the_history() {
         .collect();
     assert_eq!(events.len(), 5);
     assert_eq!(events[4]["type"], "run_ended");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_pages_through_a_long_transcript() {
+    let d = fake_daemon().await;
+    let out = agentd(&d.socket, &["show", "run-paged"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let at = |needle: &str| {
+        stdout
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} missing: {stdout}"))
+    };
+    assert!(at("page message 0") < at("page message 1"));
+    assert!(at("page message 1") < at("page message 2"));
+    assert!(at("page message 2") < at("[result]"), "{stdout}");
+
+    let out = agentd(&d.socket, &["show", "run-paged", "--json"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let messages: Vec<&str> = v["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        messages,
+        ["page message 0", "page message 1", "page message 2"]
+    );
+    assert!(v.get("next_messages_from").is_none(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_follower_resumes_with_since() {
+    let d = fake_daemon().await;
+    let out = agentd(&d.socket, &["logs", "-f", "--json", "run-dropped"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let seqs: Vec<u64> = text(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("one JSON event per line");
+            v["seq"]
+                .as_u64()
+                .expect("an event line, not the stream_error")
+        })
+        .collect();
+    assert_eq!(seqs, [1, 2, 3], "every event once, in order");
+    assert_eq!(*d.seen.event_since.lock().expect("lock"), [None, Some(2)]);
 }

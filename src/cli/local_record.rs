@@ -80,6 +80,7 @@ impl LocalRecord {
         RunView {
             summary,
             messages: self.messages.lock_unpoisoned().clone(),
+            paging: Default::default(),
         }
     }
 }

@@ -62,15 +62,59 @@ pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
     table.render()
 }
 
+/// The daemon serves a long transcript in pages (`next_messages_from`):
+/// text is printed a page at a time, so `show` never holds more than one;
+/// `--json` joins the pages into the one document it always printed.
 pub async fn show(client: &Client, run: &str, json: bool) -> Result<i32, ClientError> {
-    let value = fetch_run(client, run).await?;
+    let mut value = fetch_run(client, run).await?;
+    let first: RunView = from_value("the run", &value)?;
+    let id = path_segment(&first.summary.id);
+    let mut next = first.paging.next_messages_from;
     if json {
+        while let Some(from) = next {
+            let page: Value = client
+                .get(&format!("/v1/runs/{id}?messages_from={from}"))
+                .await?;
+            let view: RunView = from_value("a page of the run", &page)?;
+            next = advance(from, &view)?;
+            if let (Some(all), Some(more)) = (
+                value.get_mut("messages").and_then(Value::as_array_mut),
+                page.get("messages").and_then(Value::as_array),
+            ) {
+                all.extend(more.iter().cloned());
+            }
+        }
+        if let Some(obj) = value.as_object_mut() {
+            obj.remove("next_messages_from");
+        }
         out::json(&value)?;
         return Ok(0);
     }
-    let view: RunView = from_value("the run", &value)?;
-    out::text(&transcript::render(&view, now_ms()));
+    let now = now_ms();
+    let mut t = transcript::Transcript::default();
+    out::text(&transcript::header(&first, now));
+    out::text(&t.messages(&first.messages));
+    let mut last = first;
+    while let Some(from) = next {
+        let view: RunView = client
+            .get(&format!("/v1/runs/{id}?messages_from={from}"))
+            .await?;
+        next = advance(from, &view)?;
+        out::text(&t.messages(&view.messages));
+        last = view;
+    }
+    out::text(&transcript::footer(&last));
     Ok(0)
+}
+
+/// The cursor after a page; a page that does not move it would loop.
+fn advance(from: u32, page: &RunView) -> Result<Option<u32>, ClientError> {
+    match page.paging.next_messages_from {
+        Some(next) if next <= from => Err(ClientError::Protocol(format!(
+            "the daemon's pages of messages do not advance (from {from} to {next})"
+        ))),
+        next => Ok(next),
+    }
 }
 
 pub async fn logs(
@@ -171,6 +215,7 @@ mod tests {
             seq: 1,
             agent: "toolcall".into(),
             request: request.into(),
+            request_truncated: false,
             state: if outcome.is_some() {
                 RunState::Ended
             } else {

@@ -9,25 +9,47 @@ use crate::chat::{Message, Role};
 
 /// The header, every message in order, then the result. `now_ms` makes
 /// the ages testable.
+#[cfg(test)]
 pub fn render(view: &RunView, now_ms: i64) -> String {
+    let mut t = Transcript::default();
     let mut out = header(view, now_ms);
-    // A tool message may lack `name`; its call in the assistant message
-    // before it always has one.
-    let mut call_names: HashMap<&str, &str> = HashMap::new();
-    for m in &view.messages {
-        for c in &m.tool_calls {
-            call_names.insert(&c.id, &c.name);
-        }
-        out.push('\n');
-        out.push_str(&message(m, &call_names));
-    }
-    if let Some(result) = &view.summary.result {
-        let _ = write!(out, "\n[result]\n{}\n", result.trim_end());
-    }
+    out.push_str(&t.messages(&view.messages));
+    out.push_str(&footer(view));
     out
 }
 
-fn header(view: &RunView, now_ms: i64) -> String {
+/// A transcript printed a page of messages at a time (`show` pages
+/// through long runs): what it must remember between pages.
+#[derive(Default)]
+pub struct Transcript {
+    /// A tool message may lack `name`; its call in the assistant message
+    /// before it (maybe on the previous page) always has one.
+    call_names: HashMap<String, String>,
+}
+
+impl Transcript {
+    pub fn messages(&mut self, messages: &[Message]) -> String {
+        let mut out = String::new();
+        for m in messages {
+            for c in &m.tool_calls {
+                self.call_names.insert(c.id.clone(), c.name.clone());
+            }
+            out.push('\n');
+            out.push_str(&message(m, &self.call_names));
+        }
+        out
+    }
+}
+
+/// The result, after the last message.
+pub fn footer(view: &RunView) -> String {
+    match &view.summary.result {
+        Some(result) => format!("\n[result]\n{}\n", result.trim_end()),
+        None => String::new(),
+    }
+}
+
+pub fn header(view: &RunView, now_ms: i64) -> String {
     let s = &view.summary;
     let mut out = String::new();
     let mut field = |name: &str, value: &str| {
@@ -69,13 +91,13 @@ fn header(view: &RunView, now_ms: i64) -> String {
     out
 }
 
-fn message(m: &Message, call_names: &HashMap<&str, &str>) -> String {
+fn message(m: &Message, call_names: &HashMap<String, String>) -> String {
     let label = match m.role {
         Role::Tool => {
             let name = m.name.as_deref().or_else(|| {
                 m.tool_call_id
                     .as_deref()
-                    .and_then(|id| call_names.get(id).copied())
+                    .and_then(|id| call_names.get(id).map(String::as_str))
             });
             format!("[tool {}]", name.unwrap_or("?"))
         }
@@ -109,6 +131,7 @@ mod tests {
                 seq: 7,
                 agent: "toolcall".into(),
                 request: "greet".into(),
+                request_truncated: false,
                 state: RunState::Ended,
                 outcome: Some(Outcome::Error),
                 steps: 2,
@@ -136,6 +159,7 @@ mod tests {
                 ),
                 unnamed,
             ],
+            paging: Default::default(),
         }
     }
 

@@ -227,6 +227,15 @@ pub struct DaemonKeys {
     pub max_tool_arguments_bytes: Option<usize>,
     /// Bytes of a tool's result kept (longer ones are cut with a note).
     pub max_tool_result_bytes: Option<usize>,
+    /// API connections open at once.
+    pub max_connections: Option<usize>,
+    /// Runs waiting for a slot before `POST /v1/runs` answers 429.
+    pub max_queued_runs: Option<usize>,
+    /// Seconds a client has to send a request's headers (also the idle
+    /// keep-alive timeout).
+    pub header_timeout: Option<f64>,
+    /// Seconds a response may wait for the client to read any of it.
+    pub write_timeout: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

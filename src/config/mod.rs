@@ -21,8 +21,9 @@ pub use paths::{client_socket_path, default_config_path, default_socket_path, SY
 use crate::agent::settings::{MESSAGE_FRAMING_BYTES, MIN_TOOL_RESULT_BYTES};
 use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
-    DaemonConfig, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT,
+    DaemonConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::PluginSettings;
@@ -167,6 +168,14 @@ impl Config {
         let d = SandboxConfig::default();
         let output_limit = f.sandbox.output_limit.unwrap_or(d.output_limit);
         let run_limits = run_limits(&f.daemon, output_limit).map_err(invalid)?;
+        let positive_seconds = |value: Option<f64>, default: Duration, key: &str| match value {
+            None => Ok(default),
+            Some(t) => seconds(t).ok_or_else(|| {
+                invalid(format!(
+                    "[daemon] {key} must be a positive number of seconds, not {t}"
+                ))
+            }),
+        };
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -190,6 +199,28 @@ impl Config {
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
                 .max(1024),
             run_limits,
+            max_connections: f
+                .daemon
+                .max_connections
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+                .max(1),
+            // Every run holds a place from its creation until it gets a
+            // slot, so 0 would refuse them all.
+            max_queued_runs: f
+                .daemon
+                .max_queued_runs
+                .unwrap_or(DEFAULT_MAX_QUEUED_RUNS)
+                .max(1),
+            header_timeout: positive_seconds(
+                f.daemon.header_timeout,
+                DEFAULT_HEADER_TIMEOUT,
+                "header_timeout",
+            )?,
+            write_timeout: positive_seconds(
+                f.daemon.write_timeout,
+                DEFAULT_WRITE_TIMEOUT,
+                "write_timeout",
+            )?,
         };
         let s = &f.sandbox;
         let sandbox = SandboxConfig {

@@ -424,3 +424,27 @@ fn sandbox_containment_keys_are_parsed() {
         "names the line: {err}"
     );
 }
+
+#[test]
+fn api_limits_have_defaults_and_refuse_nonsense() {
+    let d = Config::defaults().daemon;
+    assert_eq!(d.max_connections, 256);
+    assert_eq!(d.max_queued_runs, 1024);
+    assert_eq!(d.header_timeout, Duration::from_secs(10));
+    assert_eq!(d.write_timeout, Duration::from_secs(30));
+    let c = parse(
+        "[daemon]\nmax_connections = 0\nmax_queued_runs = 0\nheader_timeout = 2.5\nwrite_timeout = 3\n",
+    )
+    .expect("valid");
+    assert_eq!(c.daemon.max_connections, 1, "at least one connection");
+    assert_eq!(
+        c.daemon.max_queued_runs, 1,
+        "a run holds a place until it starts"
+    );
+    assert_eq!(c.daemon.header_timeout, Duration::from_millis(2500));
+    assert_eq!(c.daemon.write_timeout, Duration::from_secs(3));
+    let e = parse("[daemon]\nheader_timeout = 0\n").expect_err("zero");
+    assert!(e.to_string().contains("header_timeout"), "{e}");
+    let e = parse("[daemon]\nwrite_timeout = -1\n").expect_err("negative");
+    assert!(e.to_string().contains("write_timeout"), "{e}");
+}

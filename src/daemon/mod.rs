@@ -10,10 +10,12 @@ mod event_bus;
 mod event_log;
 pub mod history;
 mod listener;
+mod paging;
 mod peer;
 mod plugin_events;
 mod routes;
 mod runs;
+mod server;
 pub mod settings;
 mod state;
 mod systemd;
@@ -120,6 +122,11 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         .unwrap_or_else(default_socket_path);
     let bound = listener::listen(&socket_path, group)?;
     let max_body = config.daemon.max_request_bytes;
+    let limits = server::ServerLimits {
+        max_connections: config.daemon.max_connections,
+        header_timeout: config.daemon.header_timeout,
+        write_timeout: config.daemon.write_timeout,
+    };
     let grace = config.daemon.shutdown_grace;
     let history_days = config.daemon.history_days;
     let daemon = Arc::new(Daemon::new(DaemonParts {
@@ -137,17 +144,15 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     daemon.warn_missing_plugins();
     let _watcher = watch_plugins(plugins_dir, &daemon);
 
-    let app = routes::router(daemon.clone(), max_body)
-        .into_make_service_with_connect_info::<peer::Peer>();
+    let app = routes::router(daemon.clone(), max_body);
     let stop = tokio_util::sync::CancellationToken::new();
-    let server = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(bound.listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        })
-    };
+    let server = tokio::spawn(server::serve(
+        bound.listener,
+        app,
+        daemon.policy.clone(),
+        limits,
+        stop.clone(),
+    ));
     info!(socket = %bound.path.display(), "agentd listening");
     systemd::ready(&status_line(&daemon));
     systemd::spawn_watchdog();

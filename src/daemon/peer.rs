@@ -1,38 +1,74 @@
 //! Who may use the socket. The file mode (0660) is the first gate; checking
-//! each connection's kernel-reported credentials (`SO_PEERCRED`) is the
-//! second, which still holds when the socket was passed by systemd with a
-//! looser mode or a directory's permissions are wrong.
+//! each connection's kernel-reported credentials (`SO_PEERCRED`,
+//! `SO_PEERGROUPS`) is the second, which still holds when the socket was
+//! passed by systemd with a looser mode or a directory's permissions are
+//! wrong. Both are read once, at accept: the kernel recorded them at
+//! `connect()`, so they cannot race with pid reuse the way reading
+//! `/proc/<pid>/status` later could, and they need no access to `/proc`
+//! (so `ProtectProc=invisible` or `hidepid` do not lock members out).
 
 use std::ffi::CString;
+use std::os::fd::AsRawFd;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::IncomingStream;
-use tokio::net::UnixListener;
+use tokio::net::UnixStream;
 
-/// The credentials of the process at the other end of a connection.
-#[derive(Debug, Clone, Copy)]
+/// The credentials of the process at the other end of a connection, as the
+/// kernel recorded them when it connected.
+#[derive(Debug, Clone, Default)]
 pub struct Peer {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub pid: Option<i32>,
+    /// Its supplementary groups (`SO_PEERGROUPS`); `None` on kernels older
+    /// than 4.13, where `/proc` is the fallback.
+    pub groups: Option<Vec<u32>>,
 }
 
-impl Connected<IncomingStream<'_, UnixListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
-        match stream.io().peer_cred() {
+impl Peer {
+    /// Unknown credentials (the calls failed) are never let in.
+    pub fn of(stream: &UnixStream) -> Peer {
+        match stream.peer_cred() {
             Ok(cred) => Peer {
                 uid: Some(cred.uid()),
                 gid: Some(cred.gid()),
                 pid: cred.pid(),
+                groups: peer_groups(stream),
             },
-            // Unknown credentials are never let in.
-            Err(_) => Peer {
-                uid: None,
-                gid: None,
-                pid: None,
-            },
+            Err(_) => Peer::default(),
         }
     }
+}
+
+/// `SO_PEERGROUPS`: the connecting process's supplementary groups at
+/// `connect()` time.
+fn peer_groups(stream: &UnixStream) -> Option<Vec<u32>> {
+    let fd = stream.as_raw_fd();
+    // NGROUPS_MAX is 65536; start small and grow to what the kernel asks.
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    for _ in 0..2 {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: the buffer is valid for `len` bytes and `len` is a valid
+        // pointer; the kernel writes at most `len` bytes.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let n = len as usize / std::mem::size_of::<libc::gid_t>();
+        if rc == 0 {
+            groups.truncate(n);
+            return Some(groups);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            return None;
+        }
+        groups.resize(n.max(groups.len() * 2), 0);
+    }
+    None
 }
 
 /// The rule: root, the daemon's own user, and members of `socket_group`.
@@ -66,6 +102,9 @@ impl AccessPolicy {
         }
         // The supplementary groups of the connecting process itself, as
         // the kernel has them; the group database could be newer or older.
+        if let Some(groups) = &peer.groups {
+            return groups.contains(&group);
+        }
         peer.pid
             .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
             .is_some_and(|status| supplementary_groups(&status).contains(&group))
@@ -118,6 +157,7 @@ mod tests {
             uid: Some(uid),
             gid: Some(gid),
             pid: None,
+            groups: Some(vec![gid]),
         }
     }
 
@@ -130,11 +170,7 @@ mod tests {
         assert!(policy.allows(&peer(0, 0)));
         assert!(policy.allows(&peer(1000, 1000)));
         assert!(!policy.allows(&peer(1001, 1001)));
-        assert!(!policy.allows(&Peer {
-            uid: None,
-            gid: None,
-            pid: None
-        }));
+        assert!(!policy.allows(&Peer::default()));
     }
 
     #[test]
@@ -145,10 +181,27 @@ mod tests {
         };
         assert!(policy.allows(&peer(1001, 555)));
         assert!(!policy.allows(&peer(1001, 1001)));
+        let member = Peer {
+            groups: Some(vec![4, 555]),
+            ..peer(1001, 1001)
+        };
+        assert!(policy.allows(&member), "a supplementary group counts");
         assert_eq!(
             supplementary_groups("Name:\tx\nGroups:\t4 24 555 \nNgid: 0\n"),
             vec![4, 24, 555]
         );
+    }
+
+    #[tokio::test]
+    async fn credentials_are_read_from_the_socket() {
+        let (a, _b) = UnixStream::pair().expect("socketpair");
+        let p = Peer::of(&a);
+        // SAFETY: no preconditions.
+        assert_eq!(p.uid, Some(unsafe { libc::geteuid() }));
+        let groups = p.groups.expect("SO_PEERGROUPS (Linux >= 4.13)");
+        // SAFETY: a null list with size 0 only counts.
+        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+        assert_eq!(groups.len(), n as usize, "{groups:?}");
     }
 
     #[test]

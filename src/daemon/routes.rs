@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,8 +15,9 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::peer::Peer;
-use super::runs::CancelError;
+use super::event_log;
+use super::paging::PageRequest;
+use super::runs::{CancelError, CreateError};
 use super::state::{AgentLookupError, Daemon};
 use crate::agent::settings::resolve;
 use crate::api::{
@@ -40,31 +40,7 @@ pub fn router(daemon: Arc<Daemon>, max_body: usize) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(middleware::from_fn_with_state(daemon.clone(), check_peer))
         .with_state(daemon)
-}
-
-/// Refuses connections from users the policy does not allow, before any
-/// handler sees the request.
-async fn check_peer(
-    State(daemon): Shared,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if daemon.policy.allows(&peer) {
-        return next.run(request).await;
-    }
-    tracing::warn!(uid = ?peer.uid, pid = ?peer.pid, "refused a connection from a user not allowed on the socket");
-    ApiError::new(
-        StatusCode::FORBIDDEN,
-        "forbidden",
-        format!(
-            "uid {} may not use this socket: root, the daemon's user and members of [daemon] socket_group may",
-            peer.uid.map(|u| u.to_string()).unwrap_or_else(|| "unknown".into())
-        ),
-    )
-    .into_response()
 }
 
 async fn unknown_route(request: Request) -> ApiError {
@@ -207,7 +183,7 @@ async fn daemon_events(
 async fn create_run(
     State(d): Shared,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<RunView>), ApiError> {
+) -> Result<Response, ApiError> {
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -237,10 +213,22 @@ async fn create_run(
         AgentLookupError::Unusable { .. } => ApiError::bad_request(e.to_string()),
     })?;
     match d.runs.create(agent, create.request).await {
-        Some(view) => Ok((StatusCode::CREATED, Json(view))),
-        None => Err(ApiError::shutting_down()),
+        Ok(view) => Ok((StatusCode::CREATED, Json(view)).into_response()),
+        Err(CreateError::ShuttingDown) => Err(ApiError::shutting_down()),
+        Err(e @ CreateError::QueueFull { .. }) => {
+            tracing::warn!(error = %e, "refused a run: the queue is full");
+            Ok((
+                [(header::RETRY_AFTER, QUEUE_FULL_RETRY_AFTER)],
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", e.to_string()),
+            )
+                .into_response())
+        }
     }
 }
+
+/// Seconds a client refused with `queue_full` is told to wait: about how
+/// long a slot takes to free up on a busy daemon.
+const QUEUE_FULL_RETRY_AFTER: &str = "5";
 
 #[derive(Deserialize)]
 struct ListQuery {
@@ -262,31 +250,47 @@ async fn list_runs(
     for run in &mut list.runs {
         if run.state != RunState::Ended {
             if let Some(live) = d.runs.get(&run.id) {
-                *run = live.summary();
+                *run = live.list_row();
             }
         }
     }
     Ok(Json(list))
 }
 
-async fn find_run(d: &Daemon, id: &str) -> Result<RunView, ApiError> {
+async fn find_run(d: &Daemon, id: &str, page: PageRequest) -> Result<RunView, ApiError> {
     if let Some(live) = d.runs.get(id) {
-        return Ok(live.view());
+        return Ok(live.view(page));
     }
     d.history
-        .get(id)
+        .get_page(id, page)
         .await
         .map_err(ApiError::internal)?
         .ok_or_else(|| ApiError::not_found(format!("no run `{id}`")))
 }
 
-async fn get_run(State(d): Shared, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
-    find_run(&d, &id).await.map(Json)
+#[derive(Deserialize)]
+struct RunQuery {
+    messages_from: Option<u32>,
+    messages_limit: Option<u32>,
+}
+
+/// The run and one page of its messages (see [`RunView`]); without
+/// parameters the first page, which for most runs is all of them.
+async fn get_run(
+    State(d): Shared,
+    Path(id): Path<String>,
+    query: Result<Query<RunQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<RunView>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let page = PageRequest::new(q.messages_from, q.messages_limit);
+    find_run(&d, &id, page).await.map(Json)
 }
 
 #[derive(Deserialize)]
 struct EventsQuery {
     follow: Option<bool>,
+    /// Only events after this seq: where a broken stream left off.
+    since: Option<u64>,
 }
 
 /// Newline-delimited JSON: every earlier event first, then each new one as
@@ -299,31 +303,27 @@ async fn run_events(
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let follow = q.follow.unwrap_or(true);
-    let body = if let Some(live) = d.runs.get(&id) {
-        let stream = live.events.clone().follow(follow);
-        Body::from_stream(stream.map(Ok::<_, Infallible>))
-    } else {
-        let events = d.history.events(&id, 0).await.map_err(ApiError::internal)?;
-        // Every recorded run has at least its `run_ended`; the run itself is
-        // looked up only to tell "no events" from "no such run".
-        if events.is_empty()
-            && d.history
-                .get(&id)
-                .await
-                .map_err(ApiError::internal)?
-                .is_none()
-        {
-            return Err(ApiError::not_found(format!("no run `{id}`")));
-        }
-        let mut out = Vec::new();
-        for line in events {
-            if let Ok(json) = serde_json::to_vec(&line) {
-                out.extend_from_slice(&json);
-                out.push(b'\n');
-            }
-        }
-        Body::from(out)
-    };
+    let since = q.since.unwrap_or(0);
+    let live = d.runs.get(&id);
+    // Every recorded run has at least its `run_ended`; the run itself is
+    // looked up only to tell "no events" from "no such run".
+    if live.is_none()
+        && d.history
+            .summary(&id)
+            .await
+            .map_err(ApiError::internal)?
+            .is_none()
+    {
+        return Err(ApiError::not_found(format!("no run `{id}`")));
+    }
+    let stream = event_log::follow(
+        id,
+        live.as_ref().map(|r| &r.events),
+        d.history.clone(),
+        since,
+        follow,
+    );
+    let body = Body::from_stream(stream.map(Ok::<_, Infallible>));
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-ndjson"),
@@ -341,10 +341,10 @@ async fn cancel_run(
     match d.runs.cancel(&id) {
         Some(Ok(view)) => Ok((StatusCode::ACCEPTED, Json(view))),
         Some(Err(e @ CancelError::Ended { .. })) => Err(ApiError::conflict(e.to_string())),
-        None => match d.history.get(&id).await.map_err(ApiError::internal)? {
-            Some(view) => Err(ApiError::conflict(format!(
+        None => match d.history.summary(&id).await.map_err(ApiError::internal)? {
+            Some(summary) => Err(ApiError::conflict(format!(
                 "run `{id}` already ended ({})",
-                view.summary
+                summary
                     .outcome
                     .map(|o| o.to_string())
                     .unwrap_or_else(|| "unknown".into())

@@ -7,7 +7,7 @@
 //! moment at which a run is in neither place.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use tracing::{info, warn, Instrument};
 use super::event_bus::EventBus;
 use super::event_log::EventLog;
 use super::history::History;
+use super::paging::{approx_size, PageRequest};
 use crate::agent::{Agent, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
 use crate::chat::Message;
@@ -34,6 +35,7 @@ pub struct LiveRun {
     pub events: Arc<EventLog>,
     cancel: CancellationToken,
     next_event: AtomicU64,
+    publishing: Mutex<()>,
 }
 
 impl LiveRun {
@@ -46,11 +48,30 @@ impl LiveRun {
         self.summary.lock_unpoisoned().state
     }
 
-    pub fn view(&self) -> RunView {
+    /// One page of the transcript: never the whole of a long one, so a
+    /// `GET` costs a bounded copy whatever the run has said.
+    pub fn view(&self, page: PageRequest) -> RunView {
+        let summary = self.summary();
+        let messages = self.messages.lock_unpoisoned();
+        let rest = messages.get(page.from as usize..).unwrap_or_default();
+        let n = page.take(rest.iter().map(approx_size));
+        let paging = page.paging(n, messages.len());
         RunView {
-            summary: self.summary(),
-            messages: self.messages.lock_unpoisoned().clone(),
+            summary,
+            messages: rest[..n].to_vec(),
+            paging,
         }
+    }
+
+    /// What `POST /v1/runs` answers: the first page (empty so far).
+    pub fn first_view(&self) -> RunView {
+        self.view(PageRequest::first())
+    }
+
+    /// A row of `GET /v1/runs`: the request cut as in the history's rows,
+    /// without copying all of it first.
+    pub fn list_row(&self) -> RunSummary {
+        self.summary.lock_unpoisoned().list_row()
     }
 
     fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunSummary {
@@ -58,6 +79,15 @@ impl LiveRun {
         f(&mut s);
         s.clone()
     }
+}
+
+/// Why `POST /v1/runs` did not create a run.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("agentd is shutting down and accepts no new runs")]
+    ShuttingDown,
+    #[error("{max} runs are already waiting for a slot ([daemon] max_queued_runs); try again when some have started")]
+    QueueFull { max: usize },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,11 +103,33 @@ pub struct RunManager {
     tasks: TaskTracker,
     accepting: AtomicBool,
     bus: Arc<EventBus>,
+    /// Runs created and not yet holding a slot. Counted apart from the
+    /// `live` map so that the cap is checked and taken in one atomic step
+    /// (concurrent `POST`s cannot overshoot it) without scanning the map.
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
+}
+
+/// One place in the queue, given back when the run gets its slot or ends
+/// without one (cancelled while queued).
+struct QueuePlace(Arc<AtomicUsize>);
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl RunManager {
-    pub fn new(history: History, max_concurrent_runs: u32, bus: Arc<EventBus>) -> Self {
+    pub fn new(
+        history: History,
+        max_concurrent_runs: u32,
+        max_queued_runs: usize,
+        bus: Arc<EventBus>,
+    ) -> Self {
         RunManager {
+            queued: Arc::new(AtomicUsize::new(0)),
+            max_queued: max_queued_runs,
             live: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(max_concurrent_runs.max(1) as usize)),
             history,
@@ -110,12 +162,29 @@ impl RunManager {
         })
     }
 
+    /// Takes a place in the queue, or says it is full. Every run queues
+    /// first, if only for a moment, so the cap counts runs that have no
+    /// slot yet, whatever `max_concurrent_runs` is.
+    fn take_queue_place(&self) -> Result<QueuePlace, CreateError> {
+        let max = self.max_queued;
+        self.queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| QueuePlace(self.queued.clone()))
+            .map_err(|_| CreateError::QueueFull { max })
+    }
+
     /// Registers the run, makes it durable, and starts it (or queues it).
-    /// `None` once shutdown has begun.
-    pub async fn create(self: &Arc<Self>, agent: Agent, request: String) -> Option<RunView> {
+    pub async fn create(
+        self: &Arc<Self>,
+        agent: Agent,
+        request: String,
+    ) -> Result<RunView, CreateError> {
         if !self.accepting() {
-            return None;
+            return Err(CreateError::ShuttingDown);
         }
+        let place = self.take_queue_place()?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let summary =
             RunSummary::queued(&id, self.history.next_seq(), &agent.config().name, &request);
@@ -126,6 +195,7 @@ impl RunManager {
             events: Arc::new(EventLog::default()),
             cancel: CancellationToken::new(),
             next_event: AtomicU64::new(1),
+            publishing: Mutex::new(()),
         });
         self.lock_live().insert(id.clone(), run.clone());
         self.history.save_run(&summary);
@@ -138,15 +208,26 @@ impl RunManager {
         let me = self.clone();
         let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
         self.tasks
-            .spawn(async move { me.drive(run, agent, request).await }.instrument(span));
-        self.get(&id).map(|r| r.view())
+            .spawn(async move { me.drive(run, agent, request, place).await }.instrument(span));
+        match self.get(&id) {
+            Some(run) => Ok(run.first_view()),
+            // Already ended (cancelled by a shutdown that began meanwhile).
+            None => Err(CreateError::ShuttingDown),
+        }
     }
 
-    async fn drive(self: Arc<Self>, run: Arc<LiveRun>, agent: Agent, request: String) {
+    async fn drive(
+        self: Arc<Self>,
+        run: Arc<LiveRun>,
+        agent: Agent,
+        request: String,
+        place: QueuePlace,
+    ) {
         let permit = tokio::select! {
             p = self.slots.clone().acquire_owned() => p.ok(),
             _ = run.cancel.cancelled() => None,
         };
+        drop(place);
         let Some(permit) = permit else {
             // Cancelled (or shut down) while queued: it never ran.
             let record = RunRecord {
@@ -227,8 +308,9 @@ impl RunManager {
     }
 
     /// Encodes the event once, for both the history and the followers.
+    /// The seq is taken under the run's publish lock so the log is in seq
+    /// order (followers find their place in it by seq).
     fn publish(&self, run: &LiveRun, event: RunEvent) {
-        let seq = run.next_event.fetch_add(1, Ordering::SeqCst);
         let at_ms = now_ms();
         let json = match serde_json::to_string(&event) {
             Ok(json) => json,
@@ -237,7 +319,10 @@ impl RunManager {
                 return;
             }
         };
-        run.events.push(Bytes::from(event_line(seq, at_ms, &json)));
+        let _order = run.publishing.lock_unpoisoned();
+        let seq = run.next_event.fetch_add(1, Ordering::SeqCst);
+        run.events
+            .push(seq, Bytes::from(crate::api::event_line(seq, at_ms, &json)));
         self.history.append_event_json(&run.id, seq, at_ms, json);
     }
 
@@ -282,7 +367,7 @@ impl RunManager {
     /// call is dropped, its sandbox (and any command in it) removed.
     pub fn cancel(&self, id: &str) -> Option<Result<RunView, CancelError>> {
         let run = self.get(id)?;
-        let view = run.view();
+        let view = run.first_view();
         if view.summary.state == RunState::Ended {
             return Some(Err(CancelError::Ended {
                 id: id.to_string(),
@@ -336,13 +421,6 @@ impl RunManager {
     }
 }
 
-/// The NDJSON line of [`crate::api::EventLine`] from the event's own JSON object: the
-/// same bytes serde would write for the flattened struct.
-fn event_line(seq: u64, at_ms: i64, event_json: &str) -> Vec<u8> {
-    let fields = event_json.strip_prefix('{').unwrap_or(event_json);
-    format!("{{\"seq\":{seq},\"at_ms\":{at_ms},{fields}\n").into_bytes()
-}
-
 fn failed_record(id: &str, agent: String, request: String, error: String) -> RunRecord {
     RunRecord {
         id: id.to_string(),
@@ -354,28 +432,5 @@ fn failed_record(id: &str, agent: String, request: String, error: String) -> Run
         error: Some(error),
         messages: Vec::new(),
         usage: Default::default(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::EventLine;
-
-    #[test]
-    fn an_event_line_is_what_serde_writes_for_event_line() {
-        let event = RunEvent::StepStarted {
-            step: 2,
-            max_steps: 5,
-        };
-        let json = serde_json::to_string(&event).expect("json");
-        let mut expected = serde_json::to_vec(&EventLine {
-            seq: 7,
-            at_ms: 123,
-            event,
-        })
-        .expect("json");
-        expected.push(b'\n');
-        assert_eq!(event_line(7, 123, &json), expected);
     }
 }

@@ -13,6 +13,17 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// the database grow forever on a busy server.
 pub const DEFAULT_HISTORY_DAYS: u32 = 30;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
+/// Far above what the CLI and a few scripts need, far below the 65536
+/// descriptors the unit allows: a flood of connections is refused long
+/// before the daemon runs out of descriptors for Docker, SQLite and the LLM.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Each queued run holds its request (up to `max_request_bytes`) and a task.
+pub const DEFAULT_MAX_QUEUED_RUNS: usize = 1024;
+/// A local client sends a request's headers in microseconds; ten seconds
+/// is generous for a person typing into `socat` and short for a slowloris.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a response may wait for the client to take any of its bytes.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
@@ -31,4 +42,16 @@ pub struct DaemonConfig {
     /// `max_tool_arguments_bytes`, `max_tool_result_bytes`), owned by the
     /// agent layer that enforces them.
     pub run_limits: RunLimits,
+    /// Connections open at once; past it new ones get a 503 and are closed.
+    pub max_connections: usize,
+    /// Runs waiting for a slot (a run holds its place from creation until
+    /// it gets one); past it `POST /v1/runs` answers 429. At least 1.
+    pub max_queued_runs: usize,
+    /// Time to send a request's headers, counted from the connection's
+    /// start or the end of the previous response, so it is also the
+    /// keep-alive idle timeout (hyper has one timer for both).
+    pub header_timeout: Duration,
+    /// A connection whose client takes none of a response's bytes for this
+    /// long is closed (a follower that stopped reading).
+    pub write_timeout: Duration,
 }

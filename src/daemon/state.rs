@@ -134,6 +134,7 @@ impl Daemon {
         let runs = Arc::new(RunManager::new(
             p.history.clone(),
             p.config.daemon.max_concurrent_runs,
+            p.config.daemon.max_queued_runs,
             p.bus.clone(),
         ));
         let generation = Generation::new(p.config, p.plugins.clone(), p.sandboxes.clone());

@@ -31,6 +31,7 @@ use tokio::sync::oneshot;
 
 use crate::api::{EventLine, RunList, RunSummary, RunView};
 use crate::chat::Message;
+use crate::daemon::paging::PageRequest;
 
 use read::Readers;
 use writer::{Op, Write};
@@ -232,11 +233,39 @@ impl History {
         self.inner.errors.load(Ordering::Relaxed)
     }
 
-    /// The summary plus the whole transcript, read in one snapshot so the two
-    /// agree.
+    /// The summary plus the first page of the transcript, read in one
+    /// snapshot so the two agree.
     pub async fn get(&self, id: &str) -> Result<Option<RunView>, HistoryError> {
+        self.get_page(id, PageRequest::first()).await
+    }
+
+    /// The summary plus one page of the transcript, in one snapshot.
+    pub async fn get_page(
+        &self,
+        id: &str,
+        page: PageRequest,
+    ) -> Result<Option<RunView>, HistoryError> {
         let id = id.to_string();
-        self.read(move |r| r.get(&id)).await
+        self.read(move |r| r.get(&id, page)).await
+    }
+
+    /// The summary alone (no transcript is read).
+    pub async fn summary(&self, id: &str) -> Result<Option<RunSummary>, HistoryError> {
+        let id = id.to_string();
+        self.read(move |r| r.summary(&id)).await
+    }
+
+    /// Up to `limit` events after `after`, each as its NDJSON line (the
+    /// stored JSON is not parsed and re-encoded): ended runs are streamed
+    /// from here a page at a time.
+    pub async fn event_lines(
+        &self,
+        id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<(u64, Vec<u8>)>, HistoryError> {
+        let id = id.to_string();
+        self.read(move |r| r.event_lines(&id, after, limit)).await
     }
 
     /// Newest first; `before` is the previous page's `next_before`.

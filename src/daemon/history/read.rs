@@ -8,9 +8,10 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{schema, HistoryError};
 use crate::agent::{Outcome, RunEvent};
-use crate::api::{EventLine, RunList, RunState, RunSummary, RunView};
+use crate::api::{EventLine, RunList, RunState, RunSummary, RunView, LIST_REQUEST_CHARS};
 use crate::chat::Message;
 use crate::chat::Usage;
+use crate::daemon::paging::PageRequest;
 use crate::sync::LockExt;
 
 /// Idle connections kept for reuse; more may be open at once when reads
@@ -19,6 +20,14 @@ const MAX_IDLE: usize = 4;
 
 const RUN_COLUMNS: &str = "id, seq, agent, request, state, outcome, steps, max_steps, result, \
      error, prompt_tokens, completion_tokens, created_at_ms, started_at_ms, ended_at_ms";
+
+/// As [`RUN_COLUMNS`] with the request cut for a list row, and whether it
+/// was: SQLite cuts it, so a page of rows never reads whole requests.
+fn list_columns() -> String {
+    let n = LIST_REQUEST_CHARS;
+    RUN_COLUMNS.replacen("request,", &format!("substr(request, 1, {n}),"), 1)
+        + &format!(", length(request) > {n}")
+}
 
 /// Opening a connection parses the schema; keeping a few idle ones makes a
 /// read cost only its query.
@@ -70,25 +79,56 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    pub(super) fn get(&mut self, id: &str) -> Result<Option<RunView>, HistoryError> {
+    pub(super) fn summary(&mut self, id: &str) -> Result<Option<RunSummary>, HistoryError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
         let raw = self
             .conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| stmt.query_row([id], RawRun::from_row).optional())
             .map_err(|e| self.sqlite(e))?;
-        let Some(raw) = raw else {
+        raw.map(|raw| raw.into_summary(self.path)).transpose()
+    }
+
+    /// The summary and one page of messages. Rows are read one at a time
+    /// and the page stops at its byte budget, so a transcript of any size
+    /// costs at most one page of memory.
+    pub(super) fn get(
+        &mut self,
+        id: &str,
+        page: PageRequest,
+    ) -> Result<Option<RunView>, HistoryError> {
+        let Some(summary) = self.summary(id)? else {
             return Ok(None);
         };
-        let summary = raw.into_summary(self.path)?;
-        let rows: Vec<(u32, String)> = self
+        let total: u32 = self
             .conn
-            .prepare_cached("SELECT idx, message FROM messages WHERE run_id = ?1 ORDER BY idx")
-            .and_then(|mut stmt| {
-                stmt.query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
-                    .collect()
-            })
+            .prepare_cached("SELECT count(*) FROM messages WHERE run_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)))
             .map_err(|e| self.sqlite(e))?;
+        let mut rows: Vec<(u32, String)> = Vec::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT idx, message FROM messages WHERE run_id = ?1 AND idx >= ?2 \
+                     ORDER BY idx LIMIT ?3",
+                )
+                .map_err(|e| self.sqlite(e))?;
+            let mut cursor = stmt
+                .query(params![id, page.from, page.limit])
+                .map_err(|e| sqlite(self.path, e))?;
+            let mut bytes = 0usize;
+            while let Some(row) = cursor.next().map_err(|e| sqlite(self.path, e))? {
+                let idx: u32 = row.get(0).map_err(|e| sqlite(self.path, e))?;
+                let json: String = row.get(1).map_err(|e| sqlite(self.path, e))?;
+                if !page.fits(rows.len(), bytes, json.len()) {
+                    break;
+                }
+                bytes = bytes.saturating_add(json.len());
+                rows.push((idx, json));
+            }
+        }
+        let taken = rows.len();
         let messages = rows
             .into_iter()
             .map(|(idx, json)| {
@@ -96,7 +136,11 @@ impl Reader<'_> {
                     .map_err(|e| self.corrupt(format!("message {idx} of run {id}: {e}")))
             })
             .collect::<Result<_, _>>()?;
-        Ok(Some(RunView { summary, messages }))
+        Ok(Some(RunView {
+            summary,
+            messages,
+            paging: page.paging(taken, total as usize),
+        }))
     }
 
     pub(super) fn list(
@@ -104,8 +148,10 @@ impl Reader<'_> {
         limit: u32,
         before: Option<i64>,
     ) -> Result<RunList, HistoryError> {
-        let sql =
-            format!("SELECT {RUN_COLUMNS} FROM runs WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2");
+        let sql = format!(
+            "SELECT {} FROM runs WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
+            list_columns()
+        );
         // One row more than asked says whether another page exists.
         let mut raws: Vec<RawRun> = self
             .conn
@@ -113,7 +159,7 @@ impl Reader<'_> {
             .and_then(|mut stmt| {
                 stmt.query_map(
                     params![before.unwrap_or(i64::MAX), i64::from(limit) + 1],
-                    RawRun::from_row,
+                    RawRun::from_list_row,
                 )?
                 .collect()
             })
@@ -156,6 +202,32 @@ impl Reader<'_> {
             .collect()
     }
 
+    pub(super) fn event_lines(
+        &mut self,
+        id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<(u64, Vec<u8>)>, HistoryError> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let rows: Vec<(u64, i64, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, at_ms, event FROM events WHERE run_id = ?1 AND seq > ?2 \
+                 ORDER BY seq LIMIT ?3",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![id, after, limit], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(seq, at_ms, json)| (seq, crate::api::event_line(seq, at_ms, &json)))
+            .collect())
+    }
+
     fn sqlite(&self, source: rusqlite::Error) -> HistoryError {
         sqlite(self.path, source)
     }
@@ -193,6 +265,7 @@ struct RawRun {
     created_at_ms: i64,
     started_at_ms: Option<i64>,
     ended_at_ms: Option<i64>,
+    request_truncated: bool,
 }
 
 impl RawRun {
@@ -213,7 +286,15 @@ impl RawRun {
             created_at_ms: row.get(12)?,
             started_at_ms: row.get(13)?,
             ended_at_ms: row.get(14)?,
+            request_truncated: false,
         })
+    }
+
+    /// A row of [`list_columns`].
+    fn from_list_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        let mut raw = Self::from_row(row)?;
+        raw.request_truncated = row.get(15)?;
+        Ok(raw)
     }
 
     fn into_summary(self, path: &Path) -> Result<RunSummary, HistoryError> {
@@ -235,6 +316,7 @@ impl RawRun {
             seq: self.seq,
             agent: self.agent,
             request: self.request,
+            request_truncated: self.request_truncated,
             state,
             outcome,
             steps: self.steps,

@@ -13,6 +13,7 @@ fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
         seq,
         agent: "coder".to_string(),
         request: format!("request of {id}"),
+        request_truncated: false,
         state,
         outcome: ended.then_some(Outcome::Finished),
         steps: 2,
@@ -490,4 +491,76 @@ async fn the_writer_keeps_up_with_a_flood_of_events() {
     // Generous for a slow debug build on a loaded machine; a writer that
     // committed per event would take minutes.
     assert!(elapsed.as_secs() < 30, "100k events took {elapsed:?}");
+}
+
+#[tokio::test]
+async fn a_transcript_is_served_in_pages_with_a_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.save_run(&summary("long", 1, RunState::Ended));
+    for i in 0..10u32 {
+        h.append_message("long", i, &Message::user(format!("m{i}")));
+    }
+    // Two messages larger than a page's byte budget together.
+    let huge = "y".repeat(crate::api::MESSAGES_PAGE_BYTES / 2 + 1);
+    h.append_message("long", 10, &Message::user(huge.clone()));
+    h.append_message("long", 11, &Message::user(huge));
+    h.flush().await;
+
+    let page = |from, limit| {
+        let h = h.clone();
+        async move {
+            h.get_page("long", PageRequest::new(from, limit))
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let first = page(None, Some(4)).await;
+    assert_eq!(first.messages.len(), 4);
+    assert_eq!(first.messages[0], Message::user("m0"));
+    assert_eq!(first.paging.messages_total, Some(12));
+    assert_eq!(first.paging.messages_from, None);
+    assert_eq!(first.paging.next_messages_from, Some(4));
+    let second = page(Some(4), Some(4)).await;
+    assert_eq!(second.messages[0], Message::user("m4"));
+    assert_eq!(second.paging.next_messages_from, Some(8));
+    // The byte budget cuts the page before the second huge message.
+    let third = page(Some(8), None).await;
+    assert_eq!(third.messages.len(), 3, "m8, m9 and one huge message");
+    assert_eq!(third.paging.next_messages_from, Some(11));
+    let last = page(Some(11), None).await;
+    assert_eq!(last.messages.len(), 1, "a huge message alone still comes");
+    assert_eq!(last.paging.next_messages_from, None);
+    // Without parameters: the first page, at most the default limit.
+    let default = h.get("long").await.unwrap().unwrap();
+    assert_eq!(default.messages.len(), 11);
+}
+
+#[tokio::test]
+async fn list_rows_carry_a_cut_request_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut big = summary("big", 1, RunState::Ended);
+    big.request = "é".repeat(crate::api::LIST_REQUEST_CHARS * 100);
+    h.save_run(&big);
+    h.save_run(&summary("small", 2, RunState::Ended));
+    h.flush().await;
+    let list = h.list(10, None).await.unwrap();
+    let row = |id: &str| list.runs.iter().find(|r| r.id == id).unwrap().clone();
+    assert_eq!(
+        row("big").request.chars().count(),
+        crate::api::LIST_REQUEST_CHARS
+    );
+    assert!(row("big").request_truncated);
+    assert!(!row("small").request_truncated);
+    assert_eq!(row("small").request, "request of small");
+    // The run's own record has all of it.
+    let full = h.summary("big").await.unwrap().unwrap();
+    assert_eq!(full.request, big.request);
+    assert!(!full.request_truncated);
+    // A live run's row is cut the same way.
+    let live = big.list_row();
+    assert_eq!(live.request, row("big").request);
+    assert!(live.request_truncated);
 }
