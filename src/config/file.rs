@@ -203,6 +203,8 @@ pub struct DaemonKeys {
     pub history_days: Option<u32>,
     /// Largest request body the API accepts, in bytes.
     pub max_request_bytes: Option<usize>,
+    /// Load plugins through symbolic links in the plugins folder.
+    pub follow_symlinks: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -180,6 +180,7 @@ impl Config {
                 .max_request_bytes
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
                 .max(1024),
+            follow_symlinks: f.daemon.follow_symlinks.unwrap_or(false),
         };
         let d = SandboxConfig::default();
         let s = &f.sandbox;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::peer::Peer;
-use super::runs::CancelError;
+use super::runs::{CancelError, CreateError};
 use super::state::{AgentLookupError, Daemon};
 use crate::agent::settings::resolve;
 use crate::api::{
@@ -237,8 +237,9 @@ async fn create_run(
         AgentLookupError::Unusable { .. } => ApiError::bad_request(e.to_string()),
     })?;
     match d.runs.create(agent, create.request).await {
-        Some(view) => Ok((StatusCode::CREATED, Json(view))),
-        None => Err(ApiError::shutting_down()),
+        Ok(view) => Ok((StatusCode::CREATED, Json(view))),
+        Err(CreateError::ShuttingDown) => Err(ApiError::shutting_down()),
+        Err(e @ CreateError::HistoryUnavailable(_)) => Err(ApiError::history_unavailable(e)),
     }
 }
 

@@ -60,6 +60,17 @@ impl LiveRun {
     }
 }
 
+/// Why a run was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("agentd is shutting down and accepts no new runs")]
+    ShuttingDown,
+    /// The run could not be recorded, so it was not started: a `201` promises
+    /// that the run is on disk.
+    #[error("{0}")]
+    HistoryUnavailable(#[source] super::history::HistoryError),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CancelError {
     #[error("run `{id}` already ended ({outcome})")]
@@ -111,10 +122,25 @@ impl RunManager {
     }
 
     /// Registers the run, makes it durable, and starts it (or queues it).
-    /// `None` once shutdown has begun.
-    pub async fn create(self: &Arc<Self>, agent: Agent, request: String) -> Option<RunView> {
+    /// Refused once shutdown has begun, and while the history cannot be
+    /// written: the run is started only once its row is committed.
+    pub async fn create(
+        self: &Arc<Self>,
+        agent: Agent,
+        request: String,
+    ) -> Result<RunView, CreateError> {
         if !self.accepting() {
-            return None;
+            return Err(CreateError::ShuttingDown);
+        }
+        // Refused before anything is queued: a refused run must not add its
+        // request (up to 1 MiB) to the writes waiting for the disk.
+        if let Some(reason) = self.history.unavailable() {
+            return Err(CreateError::HistoryUnavailable(
+                super::history::HistoryError::Unavailable {
+                    path: self.history.path().to_path_buf(),
+                    reason,
+                },
+            ));
         }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let summary =
@@ -130,16 +156,22 @@ impl RunManager {
         self.lock_live().insert(id.clone(), run.clone());
         self.history.save_run(&summary);
         // A 201 means the run is on disk: a crash right after still lists it.
-        self.history.flush().await;
+        if let Err(e) = self.history.flush().await {
+            self.lock_live().remove(&id);
+            self.history.forget_run(&id);
+            warn!(run_id = %id, error = %e, "run refused: it cannot be recorded");
+            return Err(CreateError::HistoryUnavailable(e));
+        }
         self.bus.publish(DaemonEvent::RunCreated {
             run_id: id.clone(),
             agent: summary.agent.clone(),
         });
+        let view = run.view();
         let me = self.clone();
         let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
         self.tasks
             .spawn(async move { me.drive(run, agent, request).await }.instrument(span));
-        self.get(&id).map(|r| r.view())
+        Ok(view)
     }
 
     async fn drive(self: Arc<Self>, run: Arc<LiveRun>, agent: Agent, request: String) {
@@ -202,8 +234,9 @@ impl RunManager {
         self.finish(&run, record).await;
     }
 
-    /// Records the end, publishes `run_ended`, waits until it is on disk,
-    /// and only then lets the run leave memory.
+    /// Records the end, publishes `run_ended`, waits until it is on disk
+    /// (however long a full disk takes to recover: meanwhile the run is
+    /// served from memory), and only then lets the run leave memory.
     async fn finish(&self, run: &Arc<LiveRun>, record: RunRecord) {
         let ended = run.update(|s| s.end(&record));
         self.history.save_run(&ended);
@@ -215,7 +248,7 @@ impl RunManager {
                 error: record.error.clone(),
             },
         );
-        self.history.flush().await;
+        self.history.settle().await;
         run.events.close();
         self.lock_live().remove(&run.id);
         self.bus.publish(DaemonEvent::RunEnded {
@@ -332,7 +365,10 @@ impl RunManager {
                 warn!("runs did not end within 30 s of being cancelled");
             }
         }
-        self.history.flush().await;
+        // Not `settle`: on a full disk that would hold the exit forever.
+        if let Err(e) = self.history.flush().await {
+            warn!(error = %e, "shutting down with run history writes not committed");
+        }
     }
 }
 

@@ -24,4 +24,8 @@ pub struct DaemonConfig {
     /// 0 keeps every run.
     pub history_days: u32,
     pub max_request_bytes: usize,
+    /// Whether a symbolic link in the plugins folder is loaded. Off by
+    /// default: a link lets whoever controls its target change the code the
+    /// daemon runs, outside the folder whose permissions are checked.
+    pub follow_symlinks: bool,
 }

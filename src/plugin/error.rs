@@ -22,4 +22,10 @@ pub enum PluginError {
     },
     #[error("{}: {message}", path.display())]
     Watch { path: PathBuf, message: String },
+    /// A folder code would be loaded from is writable by others, owned by
+    /// someone else, or a link; the message names it and the fix.
+    #[error(transparent)]
+    Untrusted(#[from] super::trust::TrustError),
+    #[error(transparent)]
+    Cache(#[from] super::cache::CacheError),
 }
