@@ -121,7 +121,7 @@ pub async fn run(args: RunArgs) -> i32 {
             Err(e) => return fail(format!("cannot encode the run record: {e}")),
         }
     } else {
-        println!("{}", record.result);
+        println!("{}", super::sanitize::terminal_safe(&record.result));
     }
     exit::for_outcome(record.outcome)
 }

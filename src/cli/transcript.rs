@@ -3,13 +3,25 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
+use std::borrow::Cow;
+
+use super::sanitize::terminal_safe;
 use super::table::{age, duration};
 use crate::api::{RunState, RunView};
 use crate::chat::{Message, Role};
 
-/// The header, every message in order, then the result. `now_ms` makes
-/// the ages testable.
+/// The header, every message in order, then the result, safe for a
+/// terminal (see [`terminal_safe`]): all of it can come from the model or a
+/// tool. `now_ms` makes the ages testable.
 pub fn render(view: &RunView, now_ms: i64) -> String {
+    let text = render_raw(view, now_ms);
+    match terminal_safe(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(clean) => clean,
+    }
+}
+
+fn render_raw(view: &RunView, now_ms: i64) -> String {
     let mut out = header(view, now_ms);
     // A tool message may lack `name`; its call in the assistant message
     // before it always has one.
@@ -157,6 +169,28 @@ mod tests {
              \n[tool echo]\nhi there\n\
              \n[result]\nStep 1: called echo\nStep 2: boom\n"
         );
+    }
+
+    #[test]
+    fn escape_sequences_from_the_model_and_tools_do_not_reach_the_terminal() {
+        let mut v = view();
+        v.messages.push(Message::tool(
+            "\u{1b}]0;owned\u{7}\u{1b}]52;c;ZWNobyBvd25lZA==\u{7}\u{1b}[2Jtool output",
+            "c2",
+            "bash",
+        ));
+        v.messages.push(Message::assistant(
+            "\u{1b}[8mhidden\u{1b}[0m\r\u{9b}2J said",
+        ));
+        v.summary.result = Some("Step 3: \u{1b}c done".into());
+        let text = render(&v, 120_000);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{9b}') && !text.contains('\r'),
+            "{text:?}"
+        );
+        assert!(text.contains("\n[tool bash]\ntool output\n"), "{text}");
+        assert!(text.contains("\n[assistant]\nhidden2J said\n"), "{text}");
+        assert!(text.contains("Step 3:  done"), "{text}");
     }
 
     #[test]
