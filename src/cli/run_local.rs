@@ -63,6 +63,9 @@ pub async fn run(args: RunArgs) -> i32 {
             known.join(", ")
         ));
     };
+    if let Err(e) = config.llm.check_api_key(&args.agent) {
+        return fail(e);
+    }
     let llm = match LlmClient::new(config.llm.for_agent(&args.agent)) {
         Ok(l) => l,
         Err(e) => return fail(e),
