@@ -430,11 +430,31 @@ async fn start_up_on_a_full_disk_serves_reads_and_refuses_writes_until_it_recove
 }
 
 /// Runs `agentd serve` expecting it to refuse to start; returns its stderr.
+/// A daemon that starts instead is killed after a minute and the test
+/// fails (rather than waiting for it forever).
 fn refused_start(d: &Daemon) -> String {
-    let out = d.command().output().expect("run agentd serve");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let log = d.dir.path().join("refused.log");
+    let mut child = d
+        .command()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("run agentd serve");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
-        !out.status.success(),
+        status.is_some_and(|s| !s.success()),
         "agentd started although it should refuse: {stderr}"
     );
     stderr
