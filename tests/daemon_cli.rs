@@ -179,3 +179,68 @@ fn no_daemon_means_a_clear_message_and_exit_2() {
         );
     }
 }
+
+/// The model's and tools' text is printed for people without its escape
+/// sequences (they would set the window title, write the clipboard, clear
+/// the screen); `--json` keeps it exact.
+#[tokio::test(flavor = "multi_thread")]
+async fn model_and_tool_text_reach_the_terminal_without_escape_sequences() {
+    const NASTY: &str = "\u{1b}]0;owned\u{7}\u{1b}]52;c;ZWNobyBvd25lZA==\u{7}\u{1b}[2J";
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "nasty",
+        [
+            Reply::Calls {
+                content: Some(format!("{NASTY}thinking")),
+                calls: vec![(
+                    "echo".into(),
+                    serde_json::json!({ "text": format!("{NASTY}echoed") }).to_string(),
+                )],
+            },
+            Reply::terminate(),
+        ],
+    );
+    let d = tokio::task::block_in_place(|| Daemon::start(&llm, AGENTS));
+    tokio::task::block_in_place(|| {
+        let clean = |what: &str, out: &Output, want: &str| {
+            assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
+            let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(
+                !all.contains('\u{1b}') && !all.contains('\u{7}'),
+                "{what} printed an escape sequence: {all:?}"
+            );
+            assert!(all.contains(want), "{what}: {all}");
+        };
+        let out = cli(&d, &["run", "echoer", "nasty"]);
+        clean("run", &out, "echoed");
+        clean("run (its progress)", &out, "thinking");
+        let (_, list) = d.get("/v1/runs");
+        let id = list["runs"][0]["id"].as_str().expect("id").to_string();
+        clean("show", &cli(&d, &["show", &id]), "echoed");
+        clean("logs", &cli(&d, &["logs", &id]), "echoed");
+
+        // --json: the exact text, escapes included.
+        let out = cli(&d, &["show", "--json", &id]);
+        let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let exact = record["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["content"].as_str() == Some(&format!("{NASTY}thinking")));
+        assert!(exact, "show --json changed the model's text: {record}");
+        let out = cli(&d, &["logs", "--json", &id]);
+        let exact = text(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|e| {
+                e["output"]
+                    .as_str()
+                    .is_some_and(|o| o.contains(&format!("{NASTY}echoed")))
+            });
+        assert!(
+            exact,
+            "logs --json changed the tool's text: {}",
+            text(&out.stdout)
+        );
+    });
+}

@@ -319,6 +319,62 @@ async fn an_unreadable_folder_unloads_nothing() {
     assert_eq!(versioned(&host.snapshot()).as_deref(), Some("1.0.0"));
 }
 
+/// A plugins folder that others can write to is refused at every scan (with
+/// the folder and the fix), and what serves keeps serving: a folder opened
+/// later cannot slip in a new plugin.
+#[tokio::test]
+async fn a_plugins_folder_open_to_others_is_refused_and_unloads_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(dir.path(), "versioned.wasm", "versioned_v1");
+    let host = host();
+    host.load_dir(dir.path()).await.expect("load");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    put(dir.path(), "versioned.wasm", "versioned_v2");
+    let error = host
+        .try_rescan(dir.path())
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains(&dir.path().display().to_string()), "{error}");
+    assert!(error.contains("chmod go-w"), "{error}");
+    assert_eq!(versioned(&host.snapshot()).as_deref(), Some("1.0.0"));
+    let fresh = host_for_links(false);
+    assert!(fresh.load_dir(dir.path()).await.is_err());
+    assert!(fresh.snapshot().tool("versioned").is_none());
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    host.try_rescan(dir.path()).await.expect("trusted again");
+    assert_eq!(versioned(&host.snapshot()).as_deref(), Some("2.0.0"));
+}
+
+fn host_for_links(follow: bool) -> PluginHost {
+    host().with_follow_symlinks(follow)
+}
+
+/// A link in the plugins folder is not followed by default: it is listed
+/// `failed` with the reason and the key that allows it, and its target is
+/// never loaded. With `follow_symlinks` it loads like a file.
+#[tokio::test]
+async fn a_link_in_the_plugins_folder_is_followed_only_when_allowed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let target = put(elsewhere.path(), "versioned.wasm", "versioned_v1");
+    std::os::unix::fs::symlink(&target, dir.path().join("versioned.wasm")).expect("symlink");
+
+    let strict = host_for_links(false);
+    let report = strict.load_dir(dir.path()).await.expect("load");
+    assert!(report.loaded.is_empty(), "{:?}", report.loaded);
+    assert!(strict.snapshot().tool("versioned").is_none());
+    let status = status_of(&strict, "versioned.wasm");
+    assert_eq!(status.status, FileStatus::Failed);
+    let error = status.error.unwrap_or_default();
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(error.contains("follow_symlinks"), "{error}");
+
+    let following = host_for_links(true);
+    following.load_dir(dir.path()).await.expect("load");
+    assert_eq!(versioned(&following.snapshot()).as_deref(), Some("1.0.0"));
+}
+
 /// Records what the watcher reports.
 #[derive(Clone, Default)]
 struct Seen(Arc<Mutex<Vec<PluginChange>>>);
@@ -445,7 +501,9 @@ async fn dropping_the_watcher_stops_watching() {
 }
 
 fn cached_host(cache: &Path) -> PluginHost {
-    host().with_cache_dir(cache.to_path_buf())
+    host()
+        .with_cache_dir(cache.to_path_buf())
+        .expect("a private cache folder")
 }
 
 fn cache_entries(cache: &Path) -> Vec<PathBuf> {
@@ -545,17 +603,25 @@ async fn a_corrupt_cache_entry_is_detected_rebuilt_and_the_plugin_works() {
     }
 }
 
+/// A cache folder others could write to may already hold planted machine
+/// code: it is refused with the folder and the fix in the error, and left
+/// as it was (a silent chmod would hide that it ever was open).
 #[tokio::test]
-async fn a_cache_folder_open_to_others_is_made_private() {
+async fn a_cache_folder_open_to_others_is_refused_not_repaired() {
     let state = tempfile::tempdir().expect("tempdir");
     let cache = state.path().join("cache");
     std::fs::create_dir(&cache).expect("mkdir");
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let host = cached_host(&cache);
-    assert_eq!(host.cache_dir(), Some(cache.as_path()));
+    let error = host()
+        .with_cache_dir(cache.clone())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(error.contains(&cache.display().to_string()), "{error}");
+    assert!(error.contains("chmod go-w"), "{error}");
     let mode = std::fs::metadata(&cache)
         .expect("stat")
         .permissions()
         .mode();
-    assert_eq!(mode & 0o777, 0o700);
+    assert_eq!(mode & 0o777, 0o777, "left as it was");
 }

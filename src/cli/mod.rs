@@ -13,6 +13,7 @@ mod progress;
 mod remote_run;
 mod run_local;
 mod runs;
+mod sanitize;
 mod table;
 mod transcript;
 mod view;

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use super::sanitize::terminal_safe;
 use crate::agent::RunEvent;
 
 /// Long tool outputs are shortened on screen; the record keeps them whole.
@@ -25,8 +26,14 @@ pub fn print_event(event: &RunEvent) {
 }
 
 /// `None` for events that add nothing on screen (a step's end repeats what
-/// its tool lines said).
+/// its tool lines said). The model's and tools' text in it is made
+/// [`terminal_safe`].
 pub fn event_line(event: &RunEvent) -> Option<String> {
+    let line = raw_event_line(event)?;
+    Some(terminal_safe(&line).into_owned())
+}
+
+fn raw_event_line(event: &RunEvent) -> Option<String> {
     let line = match event {
         RunEvent::RunStarted {
             agent,

@@ -12,6 +12,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::{follow, Ending};
 use super::live::LiveStatus;
+use super::sanitize::terminal_safe;
 use super::view::{EventView, Progress};
 use super::{exit, out, RunArgs};
 use crate::api::{CreateRun, RunState, RunView};
@@ -71,7 +72,9 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
     if args.json {
         out::json(&value)?;
     } else if let Some(result) = &view.summary.result {
-        out::line(result.trim_end_matches('\n'));
+        // The result quotes the model and tools: printed for people, so
+        // escape sequences in it are removed (`--json` keeps them exact).
+        out::line(&terminal_safe(result.trim_end_matches('\n')));
     }
     Ok(exit::for_outcome(view.summary.outcome.unwrap_or(outcome)))
 }

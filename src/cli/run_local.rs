@@ -66,6 +66,9 @@ pub async fn run(args: RunArgs) -> i32 {
             known.join(", ")
         ));
     };
+    if let Err(e) = config.llm.check_api_key(&args.agent) {
+        return fail(e);
+    }
     let llm = match LlmClient::new(config.llm.for_agent(&args.agent)) {
         Ok(l) => l,
         Err(e) => return fail(e),
@@ -125,7 +128,7 @@ pub async fn run(args: RunArgs) -> i32 {
             Err(e) => return fail(format!("cannot encode the run record: {e}")),
         }
     } else {
-        println!("{}", record.result);
+        println!("{}", super::sanitize::terminal_safe(&record.result));
     }
     exit::for_outcome(record.outcome)
 }

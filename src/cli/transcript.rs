@@ -3,11 +3,15 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
+use std::borrow::Cow;
+
+use super::sanitize::terminal_safe;
 use super::table::{age, duration};
 use crate::api::{RunState, RunView};
 use crate::chat::{Message, Role};
 
-/// The header, every message in order, then the result. `now_ms` makes
+/// The header, every message in order, then the result, safe for a
+/// terminal as [`show`](super::runs) prints it page by page. `now_ms` makes
 /// the ages testable.
 #[cfg(test)]
 pub fn render(view: &RunView, now_ms: i64) -> String {
@@ -28,6 +32,8 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// The messages of one page, safe for a terminal (see
+    /// [`terminal_safe`]): all of it can come from the model or a tool.
     pub fn messages(&mut self, messages: &[Message]) -> String {
         let mut out = String::new();
         for m in messages {
@@ -37,15 +43,24 @@ impl Transcript {
             out.push('\n');
             out.push_str(&message(m, &self.call_names));
         }
-        out
+        safe(out)
     }
 }
 
 /// The result, after the last message.
 pub fn footer(view: &RunView) -> String {
     match &view.summary.result {
-        Some(result) => format!("\n[result]\n{}\n", result.trim_end()),
+        Some(result) => safe(format!("\n[result]\n{}\n", result.trim_end())),
         None => String::new(),
+    }
+}
+
+/// `text` with terminal control removed; the common case (nothing to
+/// remove) costs no copy.
+fn safe(text: String) -> String {
+    match terminal_safe(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(clean) => clean,
     }
 }
 
@@ -88,7 +103,8 @@ pub fn header(view: &RunView, now_ms: i64) -> String {
     if let Some(e) = &s.error {
         field("error", e);
     }
-    out
+    // The request and the error can come from a client or the model.
+    safe(out)
 }
 
 fn message(m: &Message, call_names: &HashMap<String, String>) -> String {
@@ -181,6 +197,28 @@ mod tests {
              \n[tool echo]\nhi there\n\
              \n[result]\nStep 1: called echo\nStep 2: boom\n"
         );
+    }
+
+    #[test]
+    fn escape_sequences_from_the_model_and_tools_do_not_reach_the_terminal() {
+        let mut v = view();
+        v.messages.push(Message::tool(
+            "\u{1b}]0;owned\u{7}\u{1b}]52;c;ZWNobyBvd25lZA==\u{7}\u{1b}[2Jtool output",
+            "c2",
+            "bash",
+        ));
+        v.messages.push(Message::assistant(
+            "\u{1b}[8mhidden\u{1b}[0m\r\u{9b}2J said",
+        ));
+        v.summary.result = Some("Step 3: \u{1b}c done".into());
+        let text = render(&v, 120_000);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{9b}') && !text.contains('\r'),
+            "{text:?}"
+        );
+        assert!(text.contains("\n[tool bash]\ntool output\n"), "{text}");
+        assert!(text.contains("\n[assistant]\nhidden2J said\n"), "{text}");
+        assert!(text.contains("Step 3:  done"), "{text}");
     }
 
     #[test]

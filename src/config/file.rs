@@ -45,6 +45,12 @@ pub struct LlmKeys {
     /// Name of an environment variable holding the key, so the file itself
     /// can be world-readable.
     pub api_key_env: Option<String>,
+    /// A file holding the key (surrounding whitespace ignored), read when
+    /// the LLM clients are built, so the configuration file holds no secret.
+    /// A relative path names a systemd credential: it is looked up in
+    /// `$CREDENTIALS_DIRECTORY` (`LoadCredential=`) when that is set, else
+    /// next to the configuration file.
+    pub api_key_file: Option<PathBuf>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub max_input_tokens: Option<u64>,
@@ -67,15 +73,21 @@ pub struct LlmKeys {
 impl LlmKeys {
     /// `self` overlaid with `over`, key by key.
     pub fn overlay(&self, over: &LlmKeys) -> LlmKeys {
-        // `api_key` and `api_key_env` are one setting: an override that sets
-        // either replaces both.
-        let own_key = over.api_key.is_some() || over.api_key_env.is_some();
+        // `api_key`, `api_key_env` and `api_key_file` are one setting: an
+        // override that sets any replaces all three.
+        let own_key =
+            over.api_key.is_some() || over.api_key_env.is_some() || over.api_key_file.is_some();
         let base = LlmKeys {
             api_key: if own_key { None } else { self.api_key.clone() },
             api_key_env: if own_key {
                 None
             } else {
                 self.api_key_env.clone()
+            },
+            api_key_file: if own_key {
+                None
+            } else {
+                self.api_key_file.clone()
             },
             ..self.clone()
         };
@@ -87,6 +99,7 @@ impl LlmKeys {
             base_url,
             api_key,
             api_key_env,
+            api_key_file,
             max_tokens,
             temperature,
             max_input_tokens,
@@ -105,6 +118,7 @@ const LLM_KEYS: &[&str] = &[
     "base_url",
     "api_key",
     "api_key_env",
+    "api_key_file",
     "max_tokens",
     "temperature",
     "max_input_tokens",
@@ -236,6 +250,8 @@ pub struct DaemonKeys {
     pub header_timeout: Option<f64>,
     /// Seconds a response may wait for the client to read any of it.
     pub write_timeout: Option<f64>,
+    /// Load plugins through symbolic links in the plugins folder.
+    pub follow_symlinks: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

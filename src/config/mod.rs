@@ -43,6 +43,9 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
+    /// `[llm] api_key_file` (or a systemd credential) cannot give a key.
+    #[error("[llm] api_key_file {}: {reason}", path.display())]
+    KeyFile { path: PathBuf, reason: String },
 }
 
 #[derive(Debug, Clone)]
@@ -221,6 +224,7 @@ impl Config {
                 DEFAULT_WRITE_TIMEOUT,
                 "write_timeout",
             )?,
+            follow_symlinks: f.daemon.follow_symlinks.unwrap_or(false),
         };
         let s = &f.sandbox;
         let sandbox = SandboxConfig {
@@ -319,6 +323,20 @@ impl Config {
 }
 
 impl LlmConfig {
+    /// Whether the agent's key can be had: an `api_key_file` that cannot be
+    /// read (or is empty) makes the agent unusable, with the file named,
+    /// rather than send requests without a key.
+    pub fn check_api_key(&self, agent: &str) -> Result<(), ConfigError> {
+        let keys = match self.overrides.get(&agent.to_lowercase()) {
+            Some(o) => self.base.overlay(o),
+            None => self.base.clone(),
+        };
+        match (&keys.api_key, &keys.api_key_env, &keys.api_key_file) {
+            (None, None, Some(file)) => read_key_file(file).map(drop),
+            _ => Ok(()),
+        }
+    }
+
     /// `[llm]` overlaid with the agent's overrides (`[agents.<agent>.llm]`
     /// or `[llm.<agent>]`, names compared in lower case), then the
     /// environment fallbacks for what is still unset.
@@ -331,10 +349,13 @@ impl LlmConfig {
         // `api_key_env` names where the key is; if that variable is unset the
         // key is missing, never silently replaced by $OPENAI_API_KEY (which
         // would send one provider's key to another's endpoint).
-        let api_key = match (&keys.api_key, &keys.api_key_env) {
-            (Some(k), _) => Some(k.clone()),
-            (None, Some(var)) => env(var),
-            (None, None) => env("OPENAI_API_KEY"),
+        let api_key = match (&keys.api_key, &keys.api_key_env, &keys.api_key_file) {
+            (Some(k), _, _) => Some(k.clone()),
+            (None, Some(var), _) => env(var),
+            // An unreadable file is reported by `check_api_key`, which the
+            // daemon and `run --local` call before building a client.
+            (None, None, Some(file)) => read_key_file(file).ok(),
+            (None, None, None) => env("OPENAI_API_KEY"),
         };
         let base_url = keys
             .base_url
@@ -379,11 +400,56 @@ impl LlmConfig {
     }
 }
 
+/// The key in an `api_key_file`, without surrounding whitespace (files
+/// written with `echo` end with a newline).
+fn read_key_file(path: &Path) -> Result<String, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::KeyFile {
+        path: path.to_path_buf(),
+        reason: source.to_string(),
+    })?;
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(ConfigError::KeyFile {
+            path: path.to_path_buf(),
+            reason: "the file is empty".into(),
+        });
+    }
+    Ok(key.to_string())
+}
+
+/// Where a relative `api_key_file` is: systemd passes credentials
+/// (`LoadCredential=NAME:PATH`) as files in `$CREDENTIALS_DIRECTORY`, the
+/// way other daemons read them; outside systemd, next to the configuration.
+fn resolve_key_file(path: &Path, config_dir: Option<&Path>) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").filter(|d| !d.is_empty());
+    match (credentials, config_dir) {
+        (Some(dir), _) => Path::new(&dir).join(path),
+        (None, Some(dir)) => dir.join(path),
+        (None, None) => path.to_path_buf(),
+    }
+}
+
 /// The checks on one `[llm]` or `[llm.<agent>]` table that need more than a
 /// type: values that would make every request fail are refused at load, with
 /// the key first in the message so `locate` finds its line. A relative
 /// `ca_file` is made relative to the configuration file's folder.
 fn check_llm_keys(keys: &mut LlmKeys, config_dir: Option<&Path>) -> Result<(), String> {
+    let sources = [
+        keys.api_key.is_some(),
+        keys.api_key_env.is_some(),
+        keys.api_key_file.is_some(),
+    ];
+    if sources.iter().filter(|set| **set).count() > 1 {
+        return Err(
+            "api_key, api_key_env and api_key_file are one setting: set only one of them".into(),
+        );
+    }
+    if let Some(path) = &mut keys.api_key_file {
+        *path = resolve_key_file(path, config_dir);
+    }
     if let Some(t) = keys.timeout {
         if seconds(t).is_none() {
             return Err("timeout must be a positive number of seconds".into());

@@ -448,3 +448,67 @@ fn api_limits_have_defaults_and_refuse_nonsense() {
     let e = parse("[daemon]\nwrite_timeout = -1\n").expect_err("negative");
     assert!(e.to_string().contains("write_timeout"), "{e}");
 }
+
+#[test]
+fn the_key_can_come_from_a_file_such_as_a_systemd_credential() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("llm-api-key");
+    std::fs::write(&key, "sk-from-file\n").expect("write key");
+    let c = parse(&format!("[llm]\napi_key_file = \"{}\"\n", key.display())).expect("valid");
+    assert_eq!(
+        c.llm.check_api_key("manus").map_err(|e| e.to_string()),
+        Ok(())
+    );
+    assert_eq!(
+        c.llm.for_agent("manus").api_key.as_deref(),
+        Some("sk-from-file"),
+        "the trailing newline is not part of the key"
+    );
+
+    // Relative: next to the configuration file outside systemd (under
+    // systemd, in $CREDENTIALS_DIRECTORY).
+    if std::env::var_os("CREDENTIALS_DIRECTORY").is_none() {
+        let file = dir.path().join("agentd.toml");
+        std::fs::write(&file, "[llm]\napi_key_file = \"llm-api-key\"\n").expect("write");
+        let c = Config::load(Some(&file)).expect("valid");
+        assert_eq!(
+            c.llm.for_agent("x").api_key.as_deref(),
+            Some("sk-from-file")
+        );
+    }
+
+    // A file that cannot give a key makes the agent unusable, naming it.
+    let missing = dir.path().join("no-such-key");
+    let c = parse(&format!(
+        "[llm]\napi_key_file = \"{}\"\n",
+        missing.display()
+    ))
+    .expect("valid");
+    let e = c
+        .llm
+        .check_api_key("manus")
+        .expect_err("unreadable")
+        .to_string();
+    assert!(
+        e.contains("api_key_file") && e.contains("no-such-key"),
+        "{e}"
+    );
+    std::fs::write(&key, "  \n").expect("write key");
+    let c = parse(&format!("[llm]\napi_key_file = \"{}\"\n", key.display())).expect("valid");
+    assert!(c.llm.check_api_key("manus").is_err(), "an empty key file");
+}
+
+#[test]
+fn only_one_key_setting_per_table() {
+    let e = parse("[llm]\napi_key = \"k\"\napi_key_file = \"/etc/agentd/key\"\n")
+        .expect_err("two key settings")
+        .to_string();
+    assert!(e.contains("api_key, api_key_env and api_key_file"), "{e}");
+    // An override's file replaces the base key.
+    let c =
+        parse("[llm]\napi_key = \"sk-base\"\n[llm.manus]\napi_key_file = \"/nonexistent/key\"\n")
+            .expect("valid");
+    assert_eq!(c.llm.for_agent("manus").api_key, None);
+    assert!(c.llm.check_api_key("manus").is_err());
+    assert!(c.llm.check_api_key("toolcall").is_ok());
+}

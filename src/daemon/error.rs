@@ -43,6 +43,17 @@ impl ApiError {
         )
     }
 
+    /// The run history cannot be written (disk full, read-only file): the
+    /// run was not started, because a `201` promises it is recorded. The
+    /// message carries the database's path and SQLite's reason.
+    pub fn history_unavailable(message: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "history_unavailable",
+            message.to_string(),
+        )
+    }
+
     /// Details go to the log, where an operator can see them; the client
     /// gets the message too because the socket is only open to trusted users.
     pub fn internal(message: impl std::fmt::Display) -> Self {

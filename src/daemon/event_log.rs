@@ -371,7 +371,7 @@ mod tests {
                     .expect("json");
             h.append_event_json("r", seq, 0, json);
         }
-        h.flush().await;
+        h.flush().await.expect("flush");
         // The run left memory without this follower having read anything.
         drop(log);
         let mut n = 0;

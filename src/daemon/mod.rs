@@ -76,12 +76,12 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         None => None,
     };
     let history = History::open(&config.daemon.state_dir)?;
-    let interrupted = history.interrupt_unfinished(now_ms()).await?;
-    if !interrupted.is_empty() {
-        warn!(
-            runs = interrupted.len(),
-            "marked runs left in flight by a previous daemon as interrupted"
-        );
+    // On a full disk this cannot commit: the daemon still starts (a restart
+    // loop would hit systemd's start limit and leave the unit down), serves
+    // the history, and refuses new runs with the reason until the step,
+    // still queued, commits.
+    if let Err(e) = history.interrupt_unfinished(now_ms()).await {
+        error!(error = %e, "serving the run history read-only for now");
     }
     prune(&history, config.daemon.history_days).await;
 
@@ -103,6 +103,9 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     };
 
     let bus = Arc::new(event_bus::EventBus::default());
+    // A compile cache or plugins folder that others can write to refuses
+    // start-up: code may already have been planted there, and the operator
+    // must look before agentd runs it (the message says how to fix it).
     let plugins = Arc::new(
         PluginHost::with_settings(
             EngineLimits {
@@ -110,10 +113,11 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
             },
             config.plugins,
         )?
-        .with_cache_dir(config.daemon.state_dir.join("cache")),
+        .with_cache_dir(config.daemon.state_dir.join("cache"))?
+        .with_follow_symlinks(config.daemon.follow_symlinks),
     );
     let plugins_dir = config.daemon.plugins_dir.clone();
-    load_plugins(&plugins, &plugins_dir, &bus).await;
+    load_plugins(&plugins, &plugins_dir, &bus).await?;
 
     let socket_path = config
         .daemon
@@ -181,16 +185,27 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     if bound.owned {
         let _ = std::fs::remove_file(&bound.path);
     }
-    history.flush().await;
+    if let Err(e) = history.flush().await {
+        warn!(error = %e, "exiting with run history writes not committed");
+    }
     info!("agentd stopped");
     Ok(0)
 }
 
-async fn load_plugins(plugins: &PluginHost, dir: &Path, bus: &event_bus::EventBus) {
+/// Fails only when the folder is not trusted; a folder that cannot be read
+/// is logged and the daemon serves without plugins until it is fixed.
+async fn load_plugins(
+    plugins: &PluginHost,
+    dir: &Path,
+    bus: &event_bus::EventBus,
+) -> Result<(), crate::plugin::PluginError> {
     // A missing folder is created so that the watcher has something to
     // watch and a user can drop plugins in without restarting.
     if let Err(e) = std::fs::create_dir_all(dir) {
         warn!(dir = %dir.display(), error = %e, "cannot create the plugins folder");
+    }
+    if dir.exists() {
+        crate::plugin::trust::check_dir("plugins folder", dir)?;
     }
     match plugins.try_rescan(dir).await {
         Ok(changes) => {
@@ -210,6 +225,7 @@ async fn load_plugins(plugins: &PluginHost, dir: &Path, bus: &event_bus::EventBu
         // "plugin not loaded" until the folder is fixed.
         Err(e) => error!(dir = %dir.display(), error = %e, "cannot read the plugins folder"),
     }
+    Ok(())
 }
 
 /// Keeps the plugin set in line with the folder. Without a watcher (an

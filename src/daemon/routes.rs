@@ -223,6 +223,7 @@ async fn create_run(
             )
                 .into_response())
         }
+        Err(e @ CreateError::HistoryUnavailable(_)) => Err(ApiError::history_unavailable(e)),
     }
 }
 

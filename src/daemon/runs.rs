@@ -88,6 +88,10 @@ pub enum CreateError {
     ShuttingDown,
     #[error("{max} runs are already waiting for a slot ([daemon] max_queued_runs); try again when some have started")]
     QueueFull { max: usize },
+    /// The run could not be recorded, so it was not started: a `201` promises
+    /// that the run is on disk.
+    #[error("{0}")]
+    HistoryUnavailable(#[source] super::history::HistoryError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +180,8 @@ impl RunManager {
     }
 
     /// Registers the run, makes it durable, and starts it (or queues it).
+    /// Refused once shutdown has begun, and while the history cannot be
+    /// written: the run is started only once its row is committed.
     pub async fn create(
         self: &Arc<Self>,
         agent: Agent,
@@ -183,6 +189,16 @@ impl RunManager {
     ) -> Result<RunView, CreateError> {
         if !self.accepting() {
             return Err(CreateError::ShuttingDown);
+        }
+        // Refused before anything is queued: a refused run must not add its
+        // request (up to 1 MiB) to the writes waiting for the disk.
+        if let Some(reason) = self.history.unavailable() {
+            return Err(CreateError::HistoryUnavailable(
+                super::history::HistoryError::Unavailable {
+                    path: self.history.path().to_path_buf(),
+                    reason,
+                },
+            ));
         }
         let place = self.take_queue_place()?;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -200,7 +216,12 @@ impl RunManager {
         self.lock_live().insert(id.clone(), run.clone());
         self.history.save_run(&summary);
         // A 201 means the run is on disk: a crash right after still lists it.
-        self.history.flush().await;
+        if let Err(e) = self.history.flush().await {
+            self.lock_live().remove(&id);
+            self.history.forget_run(&id);
+            warn!(run_id = %id, error = %e, "run refused: it cannot be recorded");
+            return Err(CreateError::HistoryUnavailable(e));
+        }
         self.bus.publish(DaemonEvent::RunCreated {
             run_id: id.clone(),
             agent: summary.agent.clone(),
@@ -283,8 +304,9 @@ impl RunManager {
         self.finish(&run, record).await;
     }
 
-    /// Records the end, publishes `run_ended`, waits until it is on disk,
-    /// and only then lets the run leave memory.
+    /// Records the end, publishes `run_ended`, waits until it is on disk
+    /// (however long a full disk takes to recover: meanwhile the run is
+    /// served from memory), and only then lets the run leave memory.
     async fn finish(&self, run: &Arc<LiveRun>, record: RunRecord) {
         let ended = run.update(|s| s.end(&record));
         self.history.save_run(&ended);
@@ -296,7 +318,7 @@ impl RunManager {
                 error: record.error.clone(),
             },
         );
-        self.history.flush().await;
+        self.history.settle().await;
         run.events.close();
         self.lock_live().remove(&run.id);
         self.bus.publish(DaemonEvent::RunEnded {
@@ -417,7 +439,10 @@ impl RunManager {
                 warn!("runs did not end within 30 s of being cancelled");
             }
         }
-        self.history.flush().await;
+        // Not `settle`: on a full disk that would hold the exit forever.
+        if let Err(e) = self.history.flush().await {
+            warn!(error = %e, "shutting down with run history writes not committed");
+        }
     }
 }
 

@@ -54,4 +54,8 @@ pub struct DaemonConfig {
     /// A connection whose client takes none of a response's bytes for this
     /// long is closed (a follower that stopped reading).
     pub write_timeout: Duration,
+    /// Whether a symbolic link in the plugins folder is loaded. Off by
+    /// default: a link lets whoever controls its target change the code the
+    /// daemon runs, outside the folder whose permissions are checked.
+    pub follow_symlinks: bool,
 }

@@ -49,7 +49,13 @@ impl Generation {
             .agents
             .keys()
             .map(|name| {
-                let client = LlmClient::new(config.llm.for_agent(name)).map_err(|e| e.to_string());
+                let client = config
+                    .llm
+                    .check_api_key(name)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| {
+                        LlmClient::new(config.llm.for_agent(name)).map_err(|e| e.to_string())
+                    });
                 (name.clone(), client)
             })
             .collect();

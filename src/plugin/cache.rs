@@ -4,9 +4,13 @@
 //! Why it is built the way it is:
 //! - **Deserializing is `unsafe`.** wasmtime runs whatever machine code an
 //!   artefact holds, so only artefacts this process family wrote are ever
-//!   loaded: the folder must be ours and `0700` (else the cache is turned
-//!   off), entries are written to a temp file and renamed (a reader never
-//!   sees half an entry), and each entry carries the SHA-256 of its artefact,
+//!   loaded: the folder must be a real directory owned by this user (or
+//!   root) that no one else can write (else start-up is refused, with the
+//!   fix: the folder is never re-permissioned, because a folder that was
+//!   writable may already hold a planted entry). Entries are opened with
+//!   `O_NOFOLLOW` and must be regular files of this user with no group or
+//!   other bits; they are written to a temp file and renamed (a reader never
+//!   sees half an entry), and each carries the SHA-256 of its artefact,
 //!   checked before wasmtime sees a byte. Anything that does not check out is
 //!   logged, deleted and rebuilt: the cache is never trusted blindly.
 //! - **Deserialized from memory, not `deserialize_file`.** The file is read
@@ -28,7 +32,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -37,6 +41,17 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
 use wasmtime::component::Component;
 use wasmtime::Engine;
+
+use super::trust::{self, TrustError};
+
+/// Why the compile cache cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CacheError {
+    #[error("cannot create the compile cache folder {}: {message}", dir.display())]
+    Create { dir: PathBuf, message: String },
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
+}
 
 /// Identifies an entry written by this code, and its layout version.
 const MAGIC: &[u8; 8] = b"AGDCWA01";
@@ -74,30 +89,18 @@ pub struct CompileCache {
 
 impl CompileCache {
     /// Opens (creating it `0700` if needed) the cache folder. Refuses a folder
-    /// owned by another user: someone else could plant code in it.
-    pub fn open(dir: PathBuf, engine: &Engine) -> Result<Self, String> {
+    /// that is a link, owned by someone else, or writable by anyone else:
+    /// whoever could write there could plant machine code.
+    pub fn open(dir: PathBuf, engine: &Engine) -> Result<Self, CacheError> {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let meta = fs::metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        if !meta.is_dir() {
-            return Err(format!("{} is not a directory", dir.display()));
-        }
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if meta.uid() != me {
-            return Err(format!(
-                "{} belongs to uid {}, not to this process (uid {me}); refusing to load machine code from it",
-                dir.display(),
-                meta.uid()
-            ));
-        }
-        if meta.mode() & 0o077 != 0 {
-            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
-                .map_err(|e| format!("cannot make {} private (0700): {e}", dir.display()))?;
-        }
+            .map_err(|e| CacheError::Create {
+                dir: dir.clone(),
+                message: e.to_string(),
+            })?;
+        trust::check_dir("compile cache folder", &dir)?;
         remove_stale_temps(&dir);
         Ok(CompileCache {
             dir,
@@ -213,11 +216,37 @@ impl CompileCache {
 /// not exactly what `store` wrote. On success the buffer holds the header
 /// followed by the verified artefact.
 fn read_verified(entry: &Path) -> Result<Option<Vec<u8>>, String> {
-    let f = match File::open(entry) {
+    // Not followed: a link would let whoever made it choose the bytes.
+    let f = match File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(entry)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("is a symbolic link".into()),
         Err(e) => return Err(format!("cannot be read: {e}")),
     };
+    // Of the file opened, not of the name: nothing can swap it in between.
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot be inspected: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    if meta.uid() != trust::euid() {
+        return Err(format!(
+            "belongs to uid {}, not to this process (uid {})",
+            meta.uid(),
+            trust::euid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "has mode {:04o}; entries this process writes are 0600",
+            meta.mode() & 0o7777
+        ));
+    }
     let mut buf = Vec::new();
     f.take(MAX_ENTRY_BYTES + 1)
         .read_to_end(&mut buf)
@@ -325,6 +354,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let cache = CompileCache::open(dir.path().join("cache"), &engine).expect("open");
         let sha = sha256(&EMPTY_COMPONENT);
+        let mut umask_safe = fs::OpenOptions::new();
+        umask_safe
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600);
         let file = Path::new("empty.wasm");
         let load = || {
             cache
@@ -342,12 +377,77 @@ mod tests {
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
         for bad in [flipped, good[..HEADER_LEN - 1].to_vec(), b"junk".to_vec()] {
-            fs::write(&entry, &bad).expect("corrupt");
+            umask_safe
+                .open(&entry)
+                .and_then(|mut f| f.write_all(&bad))
+                .expect("corrupt");
             assert!(read_verified(&entry).is_err());
             assert_eq!(load(), Origin::Compiled, "rebuilt");
             assert_eq!(fs::read(&entry).expect("entry"), good, "rewritten");
         }
         assert_eq!((cache.hits(), cache.misses()), (1, 4));
+    }
+
+    #[test]
+    fn an_entry_that_is_a_link_or_open_to_others_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = engine();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = CompileCache::open(dir.path().join("cache"), &engine).expect("open");
+        let sha = sha256(&EMPTY_COMPONENT);
+        let file = Path::new("empty.wasm");
+        let load = || {
+            cache
+                .component(&engine, &EMPTY_COMPONENT, &sha, file)
+                .expect("component")
+                .1
+        };
+        assert_eq!(load(), Origin::Compiled);
+        let entry = cache.entry_path(&sha);
+        let good = fs::read(&entry).expect("entry");
+
+        // A sound entry elsewhere, linked in: refused, the link deleted.
+        let elsewhere = dir.path().join("planted.cwasm");
+        fs::write(&elsewhere, &good).expect("write");
+        fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).expect("chmod");
+        fs::remove_file(&entry).expect("rm");
+        std::os::unix::fs::symlink(&elsewhere, &entry).expect("symlink");
+        assert!(read_verified(&entry)
+            .expect_err("link")
+            .contains("symbolic link"));
+        assert_eq!(load(), Origin::Compiled);
+        assert!(!fs::symlink_metadata(&entry)
+            .expect("stat")
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            fs::read(&elsewhere).expect("kept"),
+            good,
+            "the target is untouched"
+        );
+
+        // A sound entry that others could have written: refused, rebuilt.
+        fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).expect("chmod");
+        assert!(read_verified(&entry).expect_err("mode").contains("0666"));
+        assert_eq!(load(), Origin::Compiled);
+        assert_eq!(load(), Origin::Cache);
+    }
+
+    #[test]
+    fn a_folder_open_to_others_is_refused_and_left_as_it_is() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let folder = dir.path().join("cache");
+        fs::create_dir(&folder).expect("mkdir");
+        fs::set_permissions(&folder, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = CompileCache::open(folder.clone(), &engine())
+            .err()
+            .expect("refused");
+        let text = e.to_string();
+        assert!(text.contains(&folder.display().to_string()), "{text}");
+        assert!(text.contains("chmod go-w"), "{text}");
+        let mode = fs::metadata(&folder).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o777, "never re-permissioned");
     }
 
     #[test]

@@ -23,6 +23,11 @@
 //!   reported `conflict`. If the server goes away the other takes over, in
 //!   load order (file name order within one scan).
 //! - Runs are never touched: they hold the snapshot they took at start.
+//! - **The folder must be trusted** ([`trust::check_dir`]): a plugin runs with
+//!   the daemon's authority over its sandboxes, so a folder others can write
+//!   to is refused at every scan, and links in it are not followed unless
+//!   the operator said so (`[daemon] follow_symlinks`): a link lets whoever
+//!   controls its target swap the code.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -37,6 +42,7 @@ use super::error::PluginError;
 use super::loader::{read_component, Loader};
 use super::meta::{PluginKind, PluginMeta};
 use super::registry::{LoadedPlugin, PluginSet};
+use super::trust;
 use crate::sync::RwLockExt;
 use crate::time::now_ms;
 
@@ -190,6 +196,9 @@ pub struct Catalog {
     current: RwLock<Arc<PluginSet>>,
     /// Published with the set, so `statuses()` never waits for a rescan.
     statuses: RwLock<Arc<Vec<PluginStatus>>>,
+    /// Whether a link in the folder is loaded (its target read) or reported
+    /// `failed`.
+    follow_symlinks: bool,
 }
 
 impl Default for Catalog {
@@ -205,7 +214,15 @@ impl Catalog {
             scan: tokio::sync::Mutex::new(ScanState::default()),
             current: RwLock::new(Arc::new(PluginSet::default())),
             statuses: RwLock::new(Arc::new(Vec::new())),
+            follow_symlinks: false,
         }
+    }
+
+    /// Links in the folder are loaded when `follow` is true; otherwise each
+    /// is reported `failed` with the reason and never read.
+    pub fn with_follow_symlinks(mut self, follow: bool) -> Self {
+        self.follow_symlinks = follow;
+        self
     }
 
     /// The set a run should use from start to finish.
@@ -275,7 +292,8 @@ impl Catalog {
         dir: &Path,
         scope: Scope<'_>,
     ) -> Result<Vec<PluginChange>, PluginError> {
-        let listed = list_plugin_files(dir).await?;
+        trust::check_dir("plugins folder", dir)?;
+        let listed = list_plugin_files(dir, self.follow_symlinks).await?;
         // Bytes that failed are tried again on a full rescan: the failure may
         // have been the moment's (a probe timing out on a busy machine), not
         // the file's. The watcher's per-file rescans follow real changes only.
@@ -302,7 +320,7 @@ impl Catalog {
             let previous = files.get(&path).cloned();
             let kept = previous.as_ref().and_then(|p| p.offered.clone());
             let at_ms = now_ms();
-            let entry = match read_component(&path).await {
+            let entry = match read_component(&path, self.follow_symlinks).await {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     files.remove(&path);
                     continue;
@@ -626,7 +644,10 @@ pub fn is_plugin_file_name(name: &OsStr) -> bool {
         .is_some_and(|n| !n.starts_with('.') && n.len() > ".wasm".len() && n.ends_with(".wasm"))
 }
 
-async fn list_plugin_files(dir: &Path) -> Result<BTreeSet<PathBuf>, PluginError> {
+/// The plugin files of `dir`. Links are listed either way: followed, a
+/// link to a file counts; not followed, every link counts, so that reading
+/// it fails and the file is reported with the reason instead of vanishing.
+async fn list_plugin_files(dir: &Path, follow: bool) -> Result<BTreeSet<PathBuf>, PluginError> {
     let owned = dir.to_path_buf();
     let listed = tokio::task::spawn_blocking(move || -> std::io::Result<BTreeSet<PathBuf>> {
         let mut files = BTreeSet::new();
@@ -635,9 +656,9 @@ async fn list_plugin_files(dir: &Path) -> Result<BTreeSet<PathBuf>, PluginError>
             if !is_plugin_file_name(&entry.file_name()) {
                 continue;
             }
-            // Follows symlinks: a link to a component elsewhere is a plugin.
             let path = entry.path();
-            if path.is_file() {
+            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            if path.is_file() || (is_link && !follow) {
                 files.insert(path);
             }
         }

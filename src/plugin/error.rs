@@ -51,4 +51,12 @@ pub enum PluginError {
         /// Why watching failed.
         message: String,
     },
+    /// A folder code would be loaded from is writable by others, owned by
+    /// someone else, or a link; the message names it and the fix.
+    #[error(transparent)]
+    Untrusted(#[from] super::trust::TrustError),
+    /// The compile cache cannot be used (its folder is untrusted or cannot
+    /// be made); the message names the folder and the fix.
+    #[error(transparent)]
+    Cache(#[from] super::cache::CacheError),
 }

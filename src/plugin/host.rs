@@ -46,10 +46,18 @@ impl PluginHost {
     }
 
     /// See [`Loader::with_cache_dir`].
-    pub fn with_cache_dir(self, dir: PathBuf) -> Self {
-        PluginHost {
-            loader: self.loader.with_cache_dir(dir),
+    pub fn with_cache_dir(self, dir: PathBuf) -> Result<Self, PluginError> {
+        Ok(PluginHost {
+            loader: self.loader.with_cache_dir(dir)?,
             catalog: self.catalog,
+        })
+    }
+
+    /// See [`Catalog::with_follow_symlinks`].
+    pub fn with_follow_symlinks(self, follow: bool) -> Self {
+        PluginHost {
+            loader: self.loader,
+            catalog: self.catalog.with_follow_symlinks(follow),
         }
     }
 

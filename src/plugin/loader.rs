@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tracing::{info, warn};
+use tracing::info;
 use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
@@ -71,19 +71,14 @@ impl Loader {
     }
 
     /// Keeps compiled plugins in `dir` (the daemon uses `<state_dir>/cache`).
-    /// A cache that cannot be used safely (not creatable, owned by another
-    /// user) is logged and left off: plugins still load, only slower, which
-    /// beats refusing to start over an optimisation. `cache_dir()` tells
-    /// whether it is on.
-    pub fn with_cache_dir(mut self, dir: PathBuf) -> Self {
-        match CompileCache::open(dir.clone(), &self.engine) {
-            Ok(cache) => self.cache = Some(Arc::new(cache)),
-            Err(e) => {
-                warn!(dir = %dir.display(), error = %e, "compile cache disabled");
-                self.cache = None;
-            }
-        }
-        self
+    /// A folder that cannot be trusted (a link, owned by someone else, or
+    /// writable by anyone but this user) is an error, not a silently
+    /// disabled cache: it means someone may already have planted machine
+    /// code there, which the operator must look at.
+    pub fn with_cache_dir(mut self, dir: PathBuf) -> Result<Self, PluginError> {
+        let cache = CompileCache::open(dir, &self.engine)?;
+        self.cache = Some(Arc::new(cache));
+        Ok(self)
     }
 
     /// The `[plugins]` settings every plugin this loader loads is held to.
@@ -116,10 +111,12 @@ impl Loader {
     /// Compiles (or takes from the cache), type-checks and probes one
     /// component. It does not change what serves.
     pub async fn load_file(&self, path: &Path) -> Result<LoadedPlugin, PluginError> {
-        let (bytes, sha) = read_component(path).await.map_err(|e| PluginError::Io {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let (bytes, sha) = read_component(path, true)
+            .await
+            .map_err(|e| PluginError::Io {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
         self.load_bytes(path, bytes, sha).await
     }
 
@@ -196,11 +193,33 @@ fn compile_error(e: &wasmtime::Error) -> String {
 
 /// Reads and hashes a plugin file on the blocking pool: files can be tens of
 /// megabytes (an interpreter compiled to wasm) and hashing them is CPU work.
-pub(super) async fn read_component(path: &Path) -> std::io::Result<(Vec<u8>, [u8; 32])> {
+/// With `follow` false a link is refused (`O_NOFOLLOW`, so a link swapped in
+/// after the folder was listed is refused too) with a message saying how to
+/// allow links.
+pub(super) async fn read_component(
+    path: &Path,
+    follow: bool,
+) -> std::io::Result<(Vec<u8>, [u8; 32])> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
-        let file = std::fs::File::open(&path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut options = std::fs::File::options();
+        options.read(true);
+        if !follow {
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        let file = options.open(&path).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                std::io::Error::other(
+                    "is a symbolic link, which is not followed \
+                     (copy the component into the plugins folder, \
+                     or set [daemon] follow_symlinks = true)",
+                )
+            } else {
+                e
+            }
+        })?;
         let len = file.metadata()?.len();
         if len > MAX_COMPONENT_BYTES {
             return Err(std::io::Error::other(format!(

@@ -56,6 +56,7 @@ pub mod strategy;
 pub mod strategy_host;
 pub mod tool;
 pub mod tool_host;
+pub mod trust;
 pub mod watch;
 pub mod world;
 

@@ -67,11 +67,25 @@ impl Daemon {
     }
 
     fn start_in(llm: &FakeLlm, plugins: tempfile::TempDir, extra: &str) -> Daemon {
+        let mut d = Self::configured(llm, plugins, extra);
+        d.spawn(&[]);
+        d
+    }
+
+    /// Like [`start`](Self::start) but not started yet: the test prepares
+    /// the folders (mounts a small file system on `state_dir`, makes the
+    /// cache writable...) and then calls [`spawn`](Self::spawn), or runs
+    /// [`command`](Self::command) itself to see start-up refused.
+    pub fn unstarted(llm: &FakeLlm, extra: &str) -> Daemon {
+        Self::configured(llm, plugins_dir(DAEMON_PLUGINS), extra)
+    }
+
+    fn configured(llm: &FakeLlm, plugins: tempfile::TempDir, extra: &str) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("agentd.toml");
         std::fs::write(&config, config_text(llm, dir.path(), plugins.path(), extra))
             .expect("write config");
-        let mut d = Daemon {
+        Daemon {
             child: None,
             socket: dir.path().join("agentd.sock"),
             state_dir: dir.path().join("state"),
@@ -79,9 +93,7 @@ impl Daemon {
             config,
             dir,
             plugins,
-        };
-        d.spawn(&[]);
-        d
+        }
     }
 
     pub fn command(&self) -> Command {

@@ -12,7 +12,18 @@
 //!
 //! A write that fails is logged and counted (`write_errors`), never
 //! returned: the run it describes must not fail because its record could not
-//! be kept.
+//! be kept. When the disk refuses (full, read-only) the writer keeps what it
+//! could not commit (bounded, see `writer`) and retries; meanwhile
+//! [`History::unavailable`] says why, and [`History::flush`] fails fast so
+//! that `POST /v1/runs` can refuse a run it could not record.
+//!
+//! Durability: WAL with `synchronous = NORMAL`. A commit that returned
+//! survives the death of the daemon (`kill -9`, OOM, a panic), because it is
+//! in the WAL file, in the kernel's page cache. Only a power loss or kernel
+//! crash can lose the last commits before the next checkpoint; even then the
+//! database stays consistent (it rolls back to an earlier commit). `FULL`
+//! would add an fsync per batch, to protect runs that the daemon would mark
+//! `interrupted` anyway after such a crash.
 
 mod read;
 mod schema;
@@ -34,7 +45,8 @@ use crate::chat::Message;
 use crate::daemon::paging::PageRequest;
 
 use read::Readers;
-use writer::{Op, Write};
+pub use writer::MAX_PENDING_BYTES;
+use writer::{Health, Op, Write};
 
 /// The file name inside the state directory.
 pub const FILE_NAME: &str = "history.db";
@@ -47,6 +59,12 @@ pub enum HistoryError {
     #[error("cannot create the state directory {}: {source}", dir.display())]
     CreateDir {
         dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the run history {}: {source}", path.display())]
+    CreateFile {
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -97,6 +115,12 @@ pub enum HistoryError {
     WriterGone { path: PathBuf },
     #[error("run history {}: a read task failed: {detail}", path.display())]
     Task { path: PathBuf, detail: String },
+    #[error(
+        "the run history {} cannot be written: {reason} (new runs are refused until it can; \
+         runs in flight keep running and their records are written when it can)",
+        path.display()
+    )]
+    Unavailable { path: PathBuf, reason: String },
 }
 
 /// A handle on the run history; clones share the one writer thread.
@@ -109,10 +133,11 @@ struct Inner {
     path: PathBuf,
     /// `None` only while dropping: dropping the sender is what tells the
     /// writer to commit what is left and stop.
-    tx: Option<mpsc::Sender<Op>>,
+    tx: Option<mpsc::SyncSender<Op>>,
     writer: Option<JoinHandle<()>>,
     last_seq: AtomicI64,
     errors: Arc<AtomicU64>,
+    health: Arc<Health>,
     readers: Arc<Readers>,
 }
 
@@ -131,7 +156,8 @@ impl Drop for Inner {
 }
 
 impl History {
-    /// Opens or creates `<state_dir>/history.db`.
+    /// Opens or creates `<state_dir>/history.db` (created `0600` whatever the
+    /// umask: it holds every prompt and tool output).
     ///
     /// WAL with `synchronous = NORMAL`: a commit is written to the WAL file
     /// but not fsynced, the checkpoint is. Committed data therefore lives in
@@ -150,8 +176,9 @@ impl History {
         let conn = schema::open_writer(&path)?;
         let last_seq = schema::max_run_seq(&conn, &path)?;
         let errors = Arc::new(AtomicU64::new(0));
-        let (tx, rx) = mpsc::channel();
-        let writer = writer::spawn(conn, path.clone(), rx, errors.clone())?;
+        let health = Arc::new(Health::default());
+        let (tx, rx) = mpsc::sync_channel(writer::QUEUE_OPS);
+        let writer = writer::spawn(conn, path.clone(), rx, errors.clone(), health.clone())?;
         Ok(History {
             inner: Arc::new(Inner {
                 readers: Arc::new(Readers::new(path.clone())),
@@ -160,6 +187,7 @@ impl History {
                 writer: Some(writer),
                 last_seq: AtomicI64::new(last_seq),
                 errors,
+                health,
             }),
         })
     }
@@ -219,13 +247,58 @@ impl History {
         }
     }
 
-    /// For callers that must see their writes (the API answering right after
-    /// a run ends, tests, shutdown).
-    pub async fn flush(&self) {
+    /// Returns once everything queued before it is committed, or at once
+    /// with [`HistoryError::Unavailable`] when the history cannot be written
+    /// now (those writes stay pending and commit when it can). For callers
+    /// that must not go on unless their write is on disk: `POST /v1/runs`.
+    pub async fn flush(&self) -> Result<(), HistoryError> {
         let (reply, done) = oneshot::channel();
-        if self.send(Op::Flush(reply)) {
+        if !self.send(Op::Flush(reply)) {
+            return Err(self.gone());
+        }
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(HistoryError::Unavailable {
+                path: self.inner.path.clone(),
+                reason,
+            }),
+            Err(_) => Err(self.gone()),
+        }
+    }
+
+    /// Returns once everything queued before it is committed, however long
+    /// the disk takes to recover (or when the writer is gone). A run's end
+    /// waits for this before the run leaves memory, so a run is never in
+    /// neither place.
+    pub async fn settle(&self) {
+        let (reply, done) = oneshot::channel();
+        if self.send(Op::Settle(reply)) {
             // An error means the writer is gone; nothing more will commit.
             let _ = done.await;
+        }
+    }
+
+    /// Why the history cannot be written now (the last failed commit's
+    /// error), or `None` when it can.
+    pub fn unavailable(&self) -> Option<String> {
+        self.inner.health.reason()
+    }
+
+    /// A run whose row was queued but whose creation was then refused: its
+    /// row must not commit later.
+    pub fn forget_run(&self, id: &str) {
+        self.send_write(Write::DeleteRun(id.to_string()));
+    }
+
+    /// Runs `f` on the writer's connection, in queue order.
+    #[cfg(test)]
+    fn on_writer(&self, f: impl FnOnce(&rusqlite::Connection) + Send + 'static) {
+        assert!(self.send(Op::Test(Box::new(f))), "writer gone");
+    }
+
+    fn gone(&self) -> HistoryError {
+        HistoryError::WriterGone {
+            path: self.inner.path.clone(),
         }
     }
 
@@ -284,11 +357,12 @@ impl History {
     /// Startup recovery: runs left queued or running by a previous process
     /// that died end as `interrupted`, so no run stays "running" forever.
     /// Goes through the writer, behind anything already queued, and returns
-    /// once committed.
-    pub async fn interrupt_unfinished(&self, now_ms: i64) -> Result<Vec<String>, HistoryError> {
-        let (reply, result) = oneshot::channel();
-        self.maintenance(Op::Interrupt { now_ms, reply }, result)
-            .await
+    /// once committed. When the history cannot be written (a full disk) it
+    /// returns [`HistoryError::Unavailable`] and the step stays queued: it is
+    /// committed, before any later write, when the disk recovers.
+    pub async fn interrupt_unfinished(&self, now_ms: i64) -> Result<(), HistoryError> {
+        self.send_write(Write::Interrupt { now_ms });
+        self.flush().await
     }
 
     /// Deletes ended runs that ended before `cutoff_ms`, with their events
@@ -304,13 +378,10 @@ impl History {
         op: Op,
         result: oneshot::Receiver<Result<T, HistoryError>>,
     ) -> Result<T, HistoryError> {
-        let gone = || HistoryError::WriterGone {
-            path: self.inner.path.clone(),
-        };
         if !self.send(op) {
-            return Err(gone());
+            return Err(self.gone());
         }
-        result.await.unwrap_or_else(|_| Err(gone()))
+        result.await.unwrap_or_else(|_| Err(self.gone()))
     }
 
     async fn read<T, F>(&self, f: F) -> Result<T, HistoryError>
@@ -338,6 +409,9 @@ impl History {
     }
 
     /// False when the writer is gone (it only stops on drop or a panic).
+    /// Blocks while the queue is full: the writer drains it without waiting
+    /// for the disk, so the wait is one batch at most (backpressure rather
+    /// than unbounded memory).
     fn send(&self, op: Op) -> bool {
         self.inner.tx.as_ref().is_some_and(|tx| tx.send(op).is_ok())
     }

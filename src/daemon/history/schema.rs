@@ -82,6 +82,24 @@ pub(super) fn create_state_dir(dir: &Path) -> Result<(), HistoryError> {
         })
 }
 
+/// Creates the database file `0600` if it does not exist yet. SQLite would
+/// create it with `0644 & !umask`, readable by every local user outside
+/// systemd; it gives the `-wal` and `-shm` files the database's own mode, so
+/// these follow. An existing file is left as it is.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Opens the writer's connection: checks the file is ours before anything
 /// writes to it, then sets the journal and upgrades the schema.
 pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
@@ -89,6 +107,10 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
         path: path.to_path_buf(),
         source,
     };
+    create_private(path).map_err(|source| HistoryError::CreateFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE

@@ -114,7 +114,7 @@ async fn roundtrip_of_a_run_with_messages_and_events() {
         ..run.clone()
     };
     h.save_run(&ended);
-    h.flush().await;
+    h.flush().await.unwrap();
 
     let view = h.get("r1").await.unwrap().expect("stored");
     let expected_usage = Usage {
@@ -164,7 +164,7 @@ async fn every_outcome_and_state_survives_storage() {
         run.started_at_ms = None;
         h.save_run(&run);
     }
-    h.flush().await;
+    h.flush().await.unwrap();
     for (i, outcome) in outcomes.into_iter().enumerate() {
         let got = h.get(&format!("o{i}")).await.unwrap().unwrap();
         assert_eq!(got.summary.outcome, Some(outcome));
@@ -187,7 +187,7 @@ async fn list_pages_newest_first_with_next_before() {
     for i in 0..5 {
         h.save_run(&summary(&format!("r{i}"), h.next_seq(), RunState::Ended));
     }
-    h.flush().await;
+    h.flush().await.unwrap();
 
     let page = h.list(2, None).await.unwrap();
     let ids: Vec<_> = page.runs.iter().map(|r| r.id.as_str()).collect();
@@ -253,8 +253,7 @@ async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
     h.save_run(&done);
     h.append_event("done", &step_started(1));
     // Queued, not flushed: interrupt runs behind these writes.
-    let ids = h.interrupt_unfinished(77_000).await.unwrap();
-    assert_eq!(ids, ["queued", "running"]);
+    h.interrupt_unfinished(77_000).await.unwrap();
 
     let r = h.get("running").await.unwrap().unwrap().summary;
     assert_eq!(r.state, RunState::Ended);
@@ -288,8 +287,10 @@ async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
     // Ended runs are untouched.
     assert_eq!(h.get("done").await.unwrap().unwrap().summary, done);
     assert_eq!(h.events("done", 0).await.unwrap().len(), 1);
-    // Nothing left to interrupt.
-    assert!(h.interrupt_unfinished(78_000).await.unwrap().is_empty());
+    // Nothing left to interrupt: a second pass adds no event.
+    h.interrupt_unfinished(78_000).await.unwrap();
+    assert_eq!(h.events("running", 0).await.unwrap().len(), 3);
+    assert_eq!(h.events("queued", 0).await.unwrap().len(), 1);
     assert_eq!(h.write_errors(), 0);
 }
 
@@ -430,7 +431,7 @@ async fn flush_makes_earlier_writes_visible() {
         let mut run = summary("r", 1, RunState::Running);
         run.steps = step;
         h.save_run(&run);
-        h.flush().await;
+        h.flush().await.unwrap();
         assert_eq!(h.get("r").await.unwrap().unwrap().summary.steps, step);
     }
 }
@@ -448,7 +449,7 @@ async fn failed_writes_are_counted_and_the_writer_keeps_going() {
     h.append_event("r", &step_started(u64::MAX));
     h.append_message("r", 0, &Message::user("a"));
     h.append_message("r", 0, &Message::user("b"));
-    h.flush().await;
+    h.flush().await.unwrap();
     assert_eq!(h.write_errors(), 4);
     // The good writes of the same batch were committed.
     assert_eq!(h.events("r", 0).await.unwrap(), vec![step_started(1)]);
@@ -480,7 +481,7 @@ async fn the_writer_keeps_up_with_a_flood_of_events() {
             ),
         );
     }
-    h.flush().await;
+    h.flush().await.unwrap();
     let elapsed = start.elapsed();
     assert_eq!(h.write_errors(), 0);
     let events = h.events("flood", n - 3).await.unwrap();
@@ -505,7 +506,7 @@ async fn a_transcript_is_served_in_pages_with_a_cursor() {
     let huge = "y".repeat(crate::api::MESSAGES_PAGE_BYTES / 2 + 1);
     h.append_message("long", 10, &Message::user(huge.clone()));
     h.append_message("long", 11, &Message::user(huge));
-    h.flush().await;
+    h.flush().await.expect("flush");
 
     let page = |from, limit| {
         let h = h.clone();
@@ -545,7 +546,7 @@ async fn list_rows_carry_a_cut_request_and_say_so() {
     big.request = "é".repeat(crate::api::LIST_REQUEST_CHARS * 100);
     h.save_run(&big);
     h.save_run(&summary("small", 2, RunState::Ended));
-    h.flush().await;
+    h.flush().await.expect("flush");
     let list = h.list(10, None).await.unwrap();
     let row = |id: &str| list.runs.iter().find(|r| r.id == id).unwrap().clone();
     assert_eq!(
@@ -563,4 +564,114 @@ async fn list_rows_carry_a_cut_request_and_say_so() {
     let live = big.list_row();
     assert_eq!(live.request, row("big").request);
     assert!(live.request_truncated);
+}
+
+/// Makes the writer's SQLite answer "database or disk is full" for anything
+/// that needs a new page (`full`), or lifts that (`!full`).
+fn disk_full(h: &History, full: bool) {
+    h.on_writer(move |conn| {
+        let pages: i64 = conn
+            .pragma_query_value(None, "page_count", |r| r.get(0))
+            .unwrap();
+        let limit = if full { pages } else { 1 << 30 };
+        let _: i64 = conn
+            .pragma_update_and_check(None, "max_page_count", limit, |r| r.get(0))
+            .unwrap();
+    });
+}
+
+#[tokio::test]
+async fn a_full_disk_fails_the_flush_keeps_the_writes_and_commits_them_when_it_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let committed = summary("before", 1, RunState::Ended);
+    h.save_run(&committed);
+    h.append_event("before", &step_started(1));
+    h.flush().await.unwrap();
+    assert_eq!(h.unavailable(), None);
+
+    disk_full(&h, true);
+    let mut big = summary("big", 2, RunState::Running);
+    big.request = "x".repeat(200_000);
+    h.save_run(&big);
+    let err = h.flush().await.expect_err("nothing can commit");
+    assert!(
+        matches!(&err, HistoryError::Unavailable { reason, .. } if reason.contains("full")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("history.db"), "{err}");
+    assert!(h.unavailable().is_some_and(|r| r.contains("full")));
+    // A run in flight keeps writing; its writes wait with the row.
+    for seq in 1..=20 {
+        h.append_event("big", &step_started(seq));
+    }
+    h.append_message("big", 0, &Message::user("kept"));
+    assert!(h.flush().await.is_err());
+    // Reads still work, and what was committed is intact.
+    assert_eq!(h.get("before").await.unwrap().unwrap().summary, committed);
+    assert!(h.get("big").await.unwrap().is_none());
+    // Pruning refuses rather than loses the pending writes.
+    assert!(h.prune(i64::MAX).await.is_err());
+
+    disk_full(&h, false);
+    h.settle().await;
+    assert_eq!(h.unavailable(), None);
+    h.flush().await.unwrap();
+    let view = h.get("big").await.unwrap().expect("the kept row committed");
+    assert_eq!(view.summary, big);
+    assert_eq!(view.messages, vec![Message::user("kept")]);
+    assert_eq!(h.events("big", 0).await.unwrap().len(), 20);
+    assert_eq!(h.write_errors(), 0, "nothing was dropped");
+    assert_eq!(h.get("before").await.unwrap().unwrap().summary, committed);
+}
+
+/// Makes every write fail as on a read-only file system (`query_only`), or
+/// lifts that.
+fn read_only(h: &History, on: bool) {
+    h.on_writer(move |conn| conn.pragma_update(None, "query_only", on).unwrap());
+}
+
+#[tokio::test]
+async fn a_refused_run_is_forgotten_and_interrupt_waits_in_order_on_a_read_only_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.save_run(&summary("old", 1, RunState::Running));
+    h.flush().await.unwrap();
+    read_only(&h, true);
+    // Start-up on a full disk: the interrupt step cannot commit yet.
+    let mut refused = summary("refused", 2, RunState::Queued);
+    refused.request = "y".repeat(200_000);
+    assert!(h.interrupt_unfinished(9_000).await.is_err());
+    h.save_run(&refused);
+    assert!(h.flush().await.is_err());
+    h.forget_run("refused");
+    // A later run, created after recovery, must not be interrupted by the
+    // step that waited.
+    read_only(&h, false);
+    h.settle().await;
+    h.save_run(&summary("later", 3, RunState::Running));
+    h.flush().await.unwrap();
+    assert!(h.get("refused").await.unwrap().is_none());
+    let old = h.get("old").await.unwrap().unwrap().summary;
+    assert_eq!(old.outcome, Some(Outcome::Interrupted));
+    let later = h.get("later").await.unwrap().unwrap().summary;
+    assert_eq!(later.state, RunState::Running);
+}
+
+#[tokio::test]
+async fn the_database_is_created_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: umask has no memory-safety preconditions; tests in this binary
+    // create no files whose mode matters concurrently.
+    let old = unsafe { libc::umask(0) };
+    let h = open(&dir);
+    unsafe { libc::umask(old) };
+    h.save_run(&summary("r", 1, RunState::Running));
+    h.flush().await.unwrap();
+    for name in [FILE_NAME, "history.db-wal", "history.db-shm"] {
+        let path = dir.path().join("state").join(name);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+    }
 }

@@ -1,39 +1,74 @@
 //! The one writer thread: it owns the read-write connection and applies the
 //! queue in order, one transaction per batch.
+//!
+//! Why it is built this way:
+//! - **The queue is bounded** ([`QUEUE_OPS`]): a producer that finds it full
+//!   waits for the writer (backpressure). That wait is short, because the
+//!   writer never waits for the disk while ops are queued: what it cannot
+//!   commit goes to its own pending list and it keeps draining the queue.
+//! - **A batch that does not commit is kept, not dropped.** When the disk is
+//!   full or the file read-only, every write not yet committed stays in
+//!   `pending` (in order) and the whole list is tried again every
+//!   [`RETRY_EVERY`], so a transcript gets no holes when the disk recovers.
+//!   Pending writes are bounded by [`MAX_PENDING_BYTES`]; past that, new
+//!   writes are dropped and counted (`write_errors`) until the disk recovers.
+//!   While anything is pending the history reports itself unavailable, so the
+//!   API refuses new runs (`503 history_unavailable`) instead of accepting
+//!   runs it cannot record.
+//! - **A write that is wrong by itself** (a constraint it breaks) is dropped
+//!   and counted, and the rest of its batch still commits: retrying it could
+//!   never succeed.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::HistoryError;
 use crate::agent::{Outcome, RunEvent};
 use crate::api::{RunState, RunSummary};
+use crate::sync::LockExt;
 
-/// Most writes committed together. Bounds how long a `flush` behind a burst
-/// waits and how much one failed commit can lose, while keeping commits
-/// (the expensive part) rare under a flood of events.
+/// Most writes taken from the queue into one batch. Bounds how long a
+/// `flush` behind a burst waits, while keeping commits (the expensive part)
+/// rare under a flood of events.
 const MAX_BATCH: usize = 8192;
+
+/// Ops the queue between the daemon and the writer holds. Past it a
+/// producer waits for the writer to take the next batch.
+pub(super) const QUEUE_OPS: usize = 16_384;
+
+/// Bytes of writes kept in memory while the history cannot be written (disk
+/// full, read-only). Past it, further writes are dropped and counted.
+pub const MAX_PENDING_BYTES: usize = 64 << 20;
+
+/// How often pending writes are tried again while the disk refuses them.
+pub(super) const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// The error recorded on runs found in flight at startup.
 pub(super) const INTERRUPTED_ERROR: &str = "the daemon stopped while this run was in flight";
 
 pub(super) enum Op {
     Write(Write),
-    /// Answered once every op before it is committed (or has failed).
-    Flush(oneshot::Sender<()>),
-    Interrupt {
-        now_ms: i64,
-        reply: oneshot::Sender<Result<Vec<String>, HistoryError>>,
-    },
+    /// Answered once every op before it is committed, or at once with why
+    /// not (the history cannot be written now): the caller decides.
+    Flush(oneshot::Sender<Result<(), String>>),
+    /// Answered once every op before it is committed, however long the disk
+    /// takes (or dropped if the daemon exits first).
+    Settle(oneshot::Sender<()>),
     Prune {
         cutoff_ms: i64,
         reply: oneshot::Sender<Result<usize, HistoryError>>,
     },
+    /// Tests change the writer's connection (e.g. `max_page_count`, to make
+    /// SQLite answer "database or disk is full" without filling a disk).
+    #[cfg(test)]
+    Test(Box<dyn FnOnce(&Connection) + Send>),
 }
 
 pub(super) enum Write {
@@ -49,6 +84,15 @@ pub(super) enum Write {
         index: u32,
         json: String,
     },
+    /// A run whose creation was refused after its row was queued: it must
+    /// not appear later, when the queued row finally commits.
+    DeleteRun(String),
+    /// Start-up recovery: runs left queued or running end `interrupted`. A
+    /// write like the others, so that on a full disk it waits in order
+    /// before every later run's rows.
+    Interrupt {
+        now_ms: i64,
+    },
 }
 
 impl Write {
@@ -59,7 +103,43 @@ impl Write {
             Write::Message { run_id, index, .. } => {
                 format!("appending message {index} of run {run_id}")
             }
+            Write::DeleteRun(id) => format!("deleting the refused run {id}"),
+            Write::Interrupt { .. } => "marking runs left in flight as interrupted".into(),
         }
+    }
+
+    /// About what it holds in memory, for the pending bound.
+    fn size(&self) -> usize {
+        let fixed = 64;
+        fixed
+            + match self {
+                Write::SaveRun(run) => {
+                    run.request.len()
+                        + run.result.as_ref().map_or(0, String::len)
+                        + run.error.as_ref().map_or(0, String::len)
+                        + run.agent.len()
+                }
+                Write::Event { json, .. } | Write::Message { json, .. } => json.len(),
+                Write::DeleteRun(id) => id.len(),
+                Write::Interrupt { .. } => 0,
+            }
+    }
+}
+
+/// Whether the history can be written now; shared by the writer (which
+/// sets it) and the API (which refuses new runs while it cannot).
+#[derive(Default)]
+pub(super) struct Health {
+    unavailable: Mutex<Option<String>>,
+}
+
+impl Health {
+    pub(super) fn reason(&self) -> Option<String> {
+        self.unavailable.lock_unpoisoned().clone()
+    }
+
+    fn set(&self, reason: Option<String>) {
+        *self.unavailable.lock_unpoisoned() = reason;
     }
 }
 
@@ -68,6 +148,7 @@ pub(super) fn spawn(
     path: PathBuf,
     rx: Receiver<Op>,
     errors: Arc<AtomicU64>,
+    health: Arc<Health>,
 ) -> Result<JoinHandle<()>, HistoryError> {
     let db = path.clone();
     std::thread::Builder::new()
@@ -77,6 +158,12 @@ pub(super) fn spawn(
                 conn,
                 path: db,
                 errors,
+                health,
+                pending: Vec::new(),
+                pending_bytes: 0,
+                settles: Vec::new(),
+                last_attempt: None,
+                dropped: 0,
             }
             .run(rx)
         })
@@ -90,14 +177,60 @@ struct Writer {
     conn: Connection,
     path: PathBuf,
     errors: Arc<AtomicU64>,
+    health: Arc<Health>,
+    /// Writes received and not yet committed, in queue order.
+    pending: Vec<Write>,
+    pending_bytes: usize,
+    /// `Settle`s waiting for `pending` to commit.
+    settles: Vec<oneshot::Sender<()>>,
+    /// When the last commit attempt failed; `None` while all is well.
+    last_attempt: Option<Instant>,
+    /// Writes dropped past [`MAX_PENDING_BYTES`] since the disk failed.
+    dropped: u64,
+}
+
+/// Errors that say the storage refused (full, read-only, locked, failing),
+/// as opposed to one write being wrong: only these are worth retrying.
+fn is_storage_error(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(
+            ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::ReadOnly
+                | ErrorCode::CannotOpen
+                | ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked
+                | ErrorCode::FileLockingProtocolFailed
+                | ErrorCode::OutOfMemory
+                | ErrorCode::DatabaseCorrupt
+                | ErrorCode::PermissionDenied
+        )
+    )
 }
 
 impl Writer {
     /// Returns when every sender is gone, after committing what they queued
     /// (a disconnected channel still yields what was sent before).
     fn run(mut self, rx: Receiver<Op>) {
-        while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
+        loop {
+            let first = if self.pending.is_empty() {
+                match rx.recv() {
+                    Ok(op) => Some(op),
+                    Err(_) => return,
+                }
+            } else {
+                match rx.recv_timeout(RETRY_EVERY) {
+                    Ok(op) => Some(op),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.attempt();
+                        self.give_up();
+                        return;
+                    }
+                }
+            };
+            let mut batch: Vec<Op> = first.into_iter().collect();
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
                     Ok(op) => batch.push(op),
@@ -110,76 +243,140 @@ impl Writer {
 
     fn apply(&mut self, batch: Vec<Op>) {
         let mut flushes = Vec::new();
-        let mut tx = self.begin();
+        let mut prunes = Vec::new();
         for op in batch {
             match op {
-                Op::Write(write) => {
-                    if let Err(e) = self.write(&write) {
-                        self.fail(1, format_args!("{}: {e}", write.describe()));
-                        if tx.open && self.conn.is_autocommit() {
-                            // Some errors (disk full, I/O) make SQLite roll the
-                            // whole transaction back: what it held is lost too.
-                            self.fail(
-                                tx.applied,
-                                format_args!("the transaction was rolled back by that error"),
-                            );
-                            tx = self.begin();
-                        }
-                    } else {
-                        tx.applied += 1;
-                    }
-                }
+                Op::Write(write) => self.keep(write),
                 Op::Flush(reply) => flushes.push(reply),
-                Op::Interrupt { now_ms, reply } => {
-                    self.commit(tx);
-                    let _ = reply.send(self.transact(|conn| interrupt(conn, now_ms)));
-                    tx = self.begin();
-                }
-                Op::Prune { cutoff_ms, reply } => {
-                    self.commit(tx);
-                    let _ = reply.send(self.transact(|conn| prune(conn, cutoff_ms)));
-                    tx = self.begin();
+                Op::Settle(reply) => self.settles.push(reply),
+                Op::Prune { cutoff_ms, reply } => prunes.push((cutoff_ms, reply)),
+                #[cfg(test)]
+                Op::Test(f) => {
+                    f(&self.conn);
+                    // A test that fixed the disk wants the retry now.
+                    self.last_attempt = self.last_attempt.map(|_| Instant::now() - RETRY_EVERY);
                 }
             }
         }
-        self.commit(tx);
+        // While the disk refuses, new ops do not each retry the whole
+        // pending list (that could be 64 MiB per event): the timer does.
+        let due = self
+            .last_attempt
+            .is_none_or(|at| at.elapsed() >= RETRY_EVERY);
+        if !self.pending.is_empty() && due {
+            self.attempt();
+        }
+        if self.pending.is_empty() {
+            for reply in self.settles.drain(..) {
+                let _ = reply.send(());
+            }
+        }
+        let reason = self.health.reason();
         for reply in flushes {
             // The caller may have stopped waiting; that is fine.
-            let _ = reply.send(());
+            let _ = reply.send(match (&reason, self.pending.is_empty()) {
+                (_, true) => Ok(()),
+                (Some(r), false) => Err(r.clone()),
+                (None, false) => Err("the writes before it are not committed yet".into()),
+            });
+        }
+        for (cutoff_ms, reply) in prunes {
+            let result = if self.pending.is_empty() {
+                self.transact(|conn| prune(conn, cutoff_ms))
+            } else {
+                Err(HistoryError::Unavailable {
+                    path: self.path.clone(),
+                    reason: reason.clone().unwrap_or_default(),
+                })
+            };
+            let _ = reply.send(result);
         }
     }
 
-    /// A failed BEGIN is logged and the batch continues in autocommit mode:
-    /// slower, but nothing is dropped.
-    fn begin(&mut self) -> Batch {
-        match self.conn.execute_batch("BEGIN IMMEDIATE") {
-            Ok(()) => Batch {
-                open: true,
-                applied: 0,
-            },
-            Err(e) => {
-                tracing::error!(db = %self.path.display(), error = %e,
-                    "run history: cannot begin a transaction; writing without one");
-                Batch {
-                    open: false,
-                    applied: 0,
-                }
+    /// Adds a write to `pending`, unless the pending bound is reached.
+    fn keep(&mut self, write: Write) {
+        let size = write.size();
+        if !self.pending.is_empty() && self.pending_bytes + size > MAX_PENDING_BYTES {
+            if self.dropped == 0 {
+                tracing::error!(db = %self.path.display(), limit = MAX_PENDING_BYTES,
+                    "run history: the writes waiting for the disk reached their limit; \
+                     further writes are dropped until it can be written again");
             }
-        }
-    }
-
-    fn commit(&mut self, tx: Batch) {
-        if !tx.open || self.conn.is_autocommit() {
+            self.dropped += 1;
+            self.errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if let Err(e) = self.conn.execute_batch("COMMIT") {
-            self.fail(tx.applied, format_args!("commit failed: {e}"));
-            if !self.conn.is_autocommit() {
-                if let Err(e) = self.conn.execute_batch("ROLLBACK") {
-                    tracing::error!(db = %self.path.display(), error = %e,
-                        "run history: rollback after a failed commit failed");
+        self.pending_bytes += size;
+        self.pending.push(write);
+    }
+
+    /// One transaction over everything pending. On success `pending` is
+    /// empty and the history healthy; on a storage error everything stays
+    /// pending and the history is unavailable, with the reason.
+    fn attempt(&mut self) {
+        let writes = std::mem::take(&mut self.pending);
+        let mut bad = vec![false; writes.len()];
+        let outcome = (|| -> rusqlite::Result<()> {
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            for (i, write) in writes.iter().enumerate() {
+                match self.write(write) {
+                    Ok(()) => {}
+                    // Some errors (disk full, I/O) make SQLite roll the whole
+                    // transaction back: then the batch is retried whole.
+                    Err(e) if is_storage_error(&e) || self.conn.is_autocommit() => return Err(e),
+                    Err(e) => {
+                        bad[i] = true;
+                        self.fail(1, format_args!("{}: {e}", write.describe()));
+                    }
                 }
             }
+            self.conn.execute_batch("COMMIT")
+        })();
+        match outcome {
+            Ok(()) => {
+                self.pending_bytes = 0;
+                if self.last_attempt.take().is_some() {
+                    tracing::info!(db = %self.path.display(), committed = writes.len(),
+                        dropped = self.dropped,
+                        "run history: writable again; the writes kept meanwhile are committed");
+                }
+                self.dropped = 0;
+                self.health.set(None);
+            }
+            Err(e) => {
+                if !self.conn.is_autocommit() {
+                    if let Err(e) = self.conn.execute_batch("ROLLBACK") {
+                        tracing::error!(db = %self.path.display(), error = %e,
+                            "run history: rollback after a failed commit failed");
+                    }
+                }
+                self.pending = writes
+                    .into_iter()
+                    .zip(bad)
+                    .filter_map(|(w, bad)| (!bad).then_some(w))
+                    .collect();
+                self.pending_bytes = self.pending.iter().map(Write::size).sum();
+                if self.last_attempt.is_none() {
+                    tracing::error!(db = %self.path.display(), error = %e,
+                        pending = self.pending.len(),
+                        "run history: cannot write; new runs are refused and the writes \
+                         of runs in flight are kept until it can");
+                }
+                self.last_attempt = Some(Instant::now());
+                self.health.set(Some(e.to_string()));
+            }
+        }
+    }
+
+    /// The daemon is exiting and the disk still refuses: what is pending is
+    /// lost, and said so.
+    fn give_up(&mut self) {
+        if !self.pending.is_empty() {
+            let lost = self.pending.len() as u64;
+            self.fail(
+                lost,
+                format_args!("the daemon is exiting and these writes could not be committed"),
+            );
         }
     }
 
@@ -223,6 +420,19 @@ impl Writer {
                 .prepare_cached("INSERT INTO messages (run_id, idx, message) VALUES (?1, ?2, ?3)")?
                 .execute(params![run_id, index, json])
                 .map(drop),
+            Write::DeleteRun(id) => self
+                .conn
+                .prepare_cached("DELETE FROM runs WHERE id = ?1")?
+                .execute([id])
+                .map(drop),
+            Write::Interrupt { now_ms } => {
+                let ids = interrupt(&self.conn, *now_ms)?;
+                if !ids.is_empty() {
+                    tracing::warn!(db = %self.path.display(), runs = ids.len(),
+                        "marking runs left in flight by a previous daemon as interrupted");
+                }
+                Ok(())
+            }
         }
     }
 
@@ -233,13 +443,6 @@ impl Writer {
         self.errors.fetch_add(count, Ordering::Relaxed);
         tracing::error!(db = %self.path.display(), lost_writes = count, "run history: {what}");
     }
-}
-
-/// What the current batch's transaction holds.
-struct Batch {
-    open: bool,
-    /// Writes applied inside it: lost if it does not commit.
-    applied: u64,
 }
 
 /// Token counts are u64 in memory and i64 in SQLite; a count past i64::MAX
