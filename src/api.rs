@@ -194,6 +194,19 @@ pub struct MessagePaging {
     pub next_messages_from: Option<u32>,
 }
 
+impl MessagePaging {
+    /// A transcript of `count` messages given whole, on one page: how
+    /// `run --local --json` describes its record, so that it has the shape
+    /// of the daemon's.
+    pub fn whole(count: usize) -> Self {
+        MessagePaging {
+            messages_total: Some(u32::try_from(count).unwrap_or(u32::MAX)),
+            messages_from: None,
+            next_messages_from: None,
+        }
+    }
+}
+
 /// A page of messages at most this many messages...
 pub const DEFAULT_MESSAGES_LIMIT: u32 = 1000;
 /// ...and, after its first message, at most this many bytes of JSON, so a

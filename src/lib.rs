@@ -12,6 +12,7 @@ pub mod llm;
 #[warn(missing_docs)]
 pub mod plugin;
 pub mod sandbox;
+pub mod size;
 pub mod sync;
 pub mod time;
 

@@ -14,7 +14,6 @@ use common::fault::{
     assert_ended_because, assert_no_containers, assert_status_within_a_second, Bystander,
     Committed, BYSTANDER_AGENT,
 };
-use serde_json::Value;
 
 /// An agent on `toolcall` with the sandbox's `bash`.
 fn shell_agent(name: &str, extra_keys: &str) -> String {
@@ -35,17 +34,6 @@ fn start_with_a_committed_run(llm: &FakeLlm, extra: &str) -> (Daemon, Committed)
     let committed = Committed::take(&d);
     assert!(committed.len() >= 1, "no committed run to watch");
     (d, committed)
-}
-
-/// The `tool` messages of a run record, in order.
-fn tool_messages(record: &Value) -> Vec<String> {
-    record["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -78,7 +66,7 @@ async fn a_reply_with_1000_tool_calls_runs_only_max_tool_calls_per_step() {
     // The run goes on: every call is answered (the next request would be
     // refused otherwise), only the first 32 ran.
     assert_eq!(record["outcome"], "finished", "{}", record["error"]);
-    let tools = tool_messages(&record);
+    let tools = common::fault::tool_contents(&record);
     let answers: Vec<&String> = tools.iter().take(1000).collect();
     assert_eq!(answers.len(), 1000, "every call gets an observation");
     let ran = answers.iter().filter(|t| t.contains("ran-")).count();
@@ -130,7 +118,7 @@ async fn a_tool_call_with_10_mib_of_arguments_is_refused_and_never_kept() {
         "the stored call keeps a placeholder, not 10 MiB ({} bytes)",
         kept.len()
     );
-    let tools = tool_messages(&record);
+    let tools = common::fault::tool_contents(&record);
     assert!(
         tools[0].contains("max_tool_arguments_bytes") && tools[0].contains("did not run"),
         "the observation says why: {}",

@@ -429,6 +429,40 @@ async fn start_up_on_a_full_disk_serves_reads_and_refuses_writes_until_it_recove
     drop(disk);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn start_up_on_a_full_disk_after_a_clean_stop_serves_reads() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.set_fallback(Reply::terminate());
+    let mut d = Daemon::unstarted(&llm, &agents());
+    let disk = Tmpfs::mount(&d.state_dir, "96m");
+    tokio::task::block_in_place(|| d.spawn(&[]));
+    let committed = tokio::task::block_in_place(|| {
+        let id = d.create_run("quick", "before the stop");
+        d.wait_run(&id, Duration::from_secs(60));
+        let committed = Committed::take(&d);
+        // SQLite would delete -wal and -shm on this clean close, and could
+        // not create them again on the full disk below.
+        assert_eq!(d.stop(), Some(0));
+        committed
+    });
+    let filler = disk.fill();
+    tokio::task::block_in_place(|| {
+        d.spawn(&[]);
+        assert_status_within_a_second(&d);
+        committed.assert_unchanged(&d);
+        let (refusal, _) = refused_until_full(&d);
+        assert_history_unavailable(&refusal);
+    });
+    std::fs::remove_file(&filler).expect("remove filler");
+    tokio::task::block_in_place(|| {
+        accepted_again(&d);
+        assert_eq!(integrity(&d), "ok");
+        committed.assert_unchanged(&d);
+        assert_eq!(d.stop(), Some(0));
+    });
+    drop(disk);
+}
+
 /// Runs `agentd serve` expecting it to refuse to start; returns its stderr.
 /// A daemon that starts instead is killed after a minute and the test
 /// fails (rather than waiting for it forever).

@@ -108,17 +108,6 @@ async fn a_strategy_adding_100_mib_messages_in_a_loop_is_refused_and_stopped() {
     blocking(|| committed.assert_unchanged(&d));
 }
 
-/// The `tool` messages of a run record, in order.
-fn tool_messages(record: &Value) -> Vec<String> {
-    record["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_returning_128_mib_is_truncated_before_anything_keeps_it() {
     let llm = FakeLlm::start().await.expect("fake llm");
@@ -155,7 +144,7 @@ async fn a_tool_returning_128_mib_is_truncated_before_anything_keeps_it() {
     // The run goes on with the results cut, with a note, to
     // max_tool_result_bytes (here the default: `output_limit`, 1 MiB).
     assert_eq!(record["outcome"], "finished", "{}", record["error"]);
-    let tools = tool_messages(&record);
+    let tools = common::fault::tool_contents(&record);
     let tail = |t: &str| t[t.floor_char_boundary(t.len().saturating_sub(200))..].to_string();
     for t in &tools[..3] {
         assert!(

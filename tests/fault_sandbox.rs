@@ -21,7 +21,7 @@ use common::fault::{
     assert_ended_because, assert_no_containers, assert_status_within_a_second, Bystander,
     Committed, BYSTANDER_AGENT,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The agent whose commands misbehave.
 const FAULTY_AGENT: &str = "\n[agents.faulty]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 8\n";
@@ -138,17 +138,6 @@ fn release(host: Option<&str>, container: &str) {
     );
 }
 
-/// The tool outputs of a finished run's transcript.
-fn tool_outputs(record: &Value) -> Vec<String> {
-    record["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect()
-}
-
 /// Bytes in the regular files below `dir` (not following links).
 fn bytes_below(dir: &Path) -> u64 {
     let entries = std::fs::read_dir(dir)
@@ -238,7 +227,7 @@ async fn a_gigabyte_written_to_pid1_stdout_never_reaches_the_host() {
 
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(120)));
     assert_eq!(record["outcome"], "finished", "{record}");
-    let out = tool_outputs(&record);
+    let out = common::fault::tool_contents(&record);
     assert!(
         out[0].contains("Permission denied") && !out[0].contains("rc=0"),
         "the write to PID 1's stdout is refused: {out:?}"
@@ -288,7 +277,7 @@ async fn filling_the_work_dir_fails_with_enospc_and_spares_the_host_disk() {
 
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(120)));
     assert_eq!(record["outcome"], "finished", "{record}");
-    let out = &tool_outputs(&record)[0];
+    let out = &common::fault::tool_contents(&record)[0];
     for want in [
         "No space left on device",
         "dd=1",
@@ -328,7 +317,7 @@ async fn a_fork_bomb_meets_the_pids_limit() {
     let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(180)));
     assert_eq!(record["outcome"], "finished", "{record}");
-    let out = tool_outputs(&record);
+    let out = common::fault::tool_contents(&record);
     assert!(
         out.iter()
             .any(|o| o.contains("can't fork") || o.contains("Resource temporarily unavailable")),

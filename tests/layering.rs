@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("chat", 0),
     ("time", 0),
     ("sync", 0),
+    ("size", 0),
     ("llm", 1),
     ("sandbox", 1),
     ("plugin", 2),

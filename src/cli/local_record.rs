@@ -77,10 +77,11 @@ impl LocalRecord {
             s.end(record);
             s.clone()
         };
+        let messages = self.messages.lock_unpoisoned().clone();
         RunView {
             summary,
-            messages: self.messages.lock_unpoisoned().clone(),
-            paging: Default::default(),
+            paging: crate::api::MessagePaging::whole(messages.len()),
+            messages,
         }
     }
 }

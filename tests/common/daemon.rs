@@ -217,7 +217,7 @@ impl Daemon {
             let (status, v) = self.get(&format!("/v1/runs/{id}"));
             assert_eq!(status, 200, "{v}");
             if v["state"] == "ended" {
-                return v;
+                return self.with_every_message(id, v);
             }
             assert!(
                 Instant::now() < deadline,
@@ -226,6 +226,26 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+
+    /// `record` (a first page of `GET /v1/runs/{id}`) with the messages of
+    /// every later page appended: the whole transcript, as one record.
+    pub fn with_every_message(&self, id: &str, mut record: Value) -> Value {
+        let mut next = record.get("next_messages_from").and_then(Value::as_u64);
+        while let Some(from) = next {
+            let (status, page) = self.get(&format!("/v1/runs/{id}?messages_from={from}"));
+            assert_eq!(status, 200, "{page}");
+            let more = page["messages"].as_array().cloned().unwrap_or_default();
+            assert!(!more.is_empty(), "an empty page before the end: {page}");
+            if let Some(messages) = record["messages"].as_array_mut() {
+                messages.extend(more);
+            }
+            next = page.get("next_messages_from").and_then(Value::as_u64);
+        }
+        if let Some(fields) = record.as_object_mut() {
+            fields.remove("next_messages_from");
+        }
+        record
     }
 
     /// The events of a run so far, without waiting for more.

@@ -163,3 +163,15 @@ pub fn assert_ended_because(record: &Value, outcome: &str, words: &[&str]) {
         );
     }
 }
+
+/// The contents of a run record's `tool` messages, in order: what the model
+/// was told each tool returned.
+pub fn tool_contents(record: &Value) -> Vec<String> {
+    record["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}

@@ -145,6 +145,7 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
         tracing::warn!(db = %path.display(), journal_mode = %mode,
             "run history: WAL is not available on this file system; reads will wait for writes");
     }
+    keep_wal_files(&conn, path);
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(open_err)?;
     conn.pragma_update(None, "foreign_keys", true)
@@ -152,6 +153,32 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
 
     migrate(&conn, path, version)?;
     Ok(conn)
+}
+
+/// Keeps `-wal` and `-shm` when the last connection closes. SQLite deletes
+/// them on a clean close and must create them again at the next open: on a
+/// full disk it cannot, so a daemon stopped cleanly would not start (not
+/// even to serve reads) until space returned. Kept, they cost 32 KiB and a
+/// WAL that the checkpoints keep short.
+fn keep_wal_files(conn: &Connection, path: &Path) {
+    use rusqlite::ffi;
+    let mut on: std::os::raw::c_int = 1;
+    // SAFETY: `conn.handle()` is valid while `conn` lives; the main
+    // database's name is a NUL-terminated literal; SQLITE_FCNTL_PERSIST_WAL
+    // reads and writes the int its argument points to, which outlives the
+    // call.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&mut on as *mut std::os::raw::c_int).cast(),
+        )
+    };
+    if rc != ffi::SQLITE_OK {
+        tracing::warn!(db = %path.display(), rc,
+            "run history: cannot keep the WAL files; a clean stop on a full disk may keep the next start from opening it");
+    }
 }
 
 /// Opens a connection for reads: read-only, so a bug in a query can never

@@ -29,31 +29,14 @@ const MIN_MEMORY: i64 = 6 << 20;
 /// `1.5g` or a plain number of bytes (k/m/g/t are powers of 1024; a
 /// trailing `b` or `ib` is allowed). Empty or `0` means no limit.
 pub fn parse_memory_limit(text: &str) -> Result<Option<i64>, String> {
-    let bad = |why: &str| format!("invalid [sandbox] memory_limit `{text}`: {why}");
-    let t = text.trim().to_ascii_lowercase();
+    let t = text.trim();
     if t.is_empty() || t == "0" {
         return Ok(None);
     }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| bad("expected a size like 512m, 1g, 256k or a number of bytes"))?;
-    let shift = match unit.trim() {
-        "" | "b" => 0,
-        "k" | "kb" | "ki" | "kib" => 10,
-        "m" | "mb" | "mi" | "mib" => 20,
-        "g" | "gb" | "gi" | "gib" => 30,
-        "t" | "tb" | "ti" | "tib" => 40,
-        _ => return Err(bad("the unit must be one of b, k, m, g, t")),
-    };
-    let bytes = (value * (1u64 << shift) as f64).round();
-    if !bytes.is_finite() || bytes >= i64::MAX as f64 {
-        return Err(bad("too large"));
-    }
-    Ok(Some(bytes as i64))
+    let bytes = crate::size::parse_size(t)
+        .map_err(|why| format!("invalid [sandbox] memory_limit `{text}`: {why}"))?;
+    // parse_size keeps sizes below i64::MAX, Docker's type.
+    Ok(Some(i64::try_from(bytes).unwrap_or(i64::MAX)))
 }
 
 /// The resource limits of every container, checked once when the provider
