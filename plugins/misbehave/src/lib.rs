@@ -187,7 +187,7 @@ mod wasm_limits {
     /// Never returns: each frame keeps a buffer live across the call, so
     /// the recursion can be neither turned into a loop nor folded away.
     #[allow(unconditional_recursion)] // the point: it must be stopped by the host
-fn recurse(depth: u64) -> u64 {
+    fn recurse(depth: u64) -> u64 {
         let frame = core::hint::black_box([depth; 32]);
         let below = recurse(core::hint::black_box(depth + 1));
         below.wrapping_add(frame[(depth % 32) as usize])
