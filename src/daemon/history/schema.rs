@@ -146,6 +146,11 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
             "run history: WAL is not available on this file system; reads will wait for writes");
     }
     keep_wal_files(&conn, path);
+    // The WAL grows with each burst of writes and is only reused, never
+    // shrunk, after a checkpoint; this truncates it back to 64 MiB so one
+    // busy hour does not keep its size on disk for good.
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+        .map_err(open_err)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(open_err)?;
     conn.pragma_update(None, "foreign_keys", true)
@@ -154,6 +159,9 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
     migrate(&conn, path, version)?;
     Ok(conn)
 }
+
+/// Bytes the WAL file is truncated to after a checkpoint.
+const WAL_SIZE_LIMIT: i64 = 64 << 20;
 
 /// Keeps `-wal` and `-shm` when the last connection closes. SQLite deletes
 /// them on a clean close and must create them again at the next open: on a

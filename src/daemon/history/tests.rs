@@ -675,3 +675,23 @@ async fn the_database_is_created_private_whatever_the_umask() {
         assert_eq!(mode & 0o777, 0o600, "{}", path.display());
     }
 }
+
+#[test]
+fn the_wal_files_outlive_a_clean_close_and_the_wal_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let conn = super::schema::open_writer(&path).expect("open");
+    let limit: i64 = conn
+        .pragma_query_value(None, "journal_size_limit", |r| r.get(0))
+        .expect("journal_size_limit");
+    assert_eq!(limit, 64 << 20);
+    conn.execute_batch("CREATE TABLE probe (x); INSERT INTO probe VALUES (1);")
+        .expect("write");
+    drop(conn);
+    // A clean close leaves them: on a full disk the next open could not
+    // create them again.
+    for suffix in ["-wal", "-shm"] {
+        let file = dir.path().join(format!("history.db{suffix}"));
+        assert!(file.exists(), "{} was deleted on close", file.display());
+    }
+}
