@@ -75,9 +75,14 @@ pub struct RunSummary {
     pub steps: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u32>,
-    /// The step records joined with newlines; absent until the run has ended.
+    /// The step records joined with newlines; absent until the run has
+    /// ended. In list rows only its first [`LIST_RESULT_CHARS`] characters
+    /// (`result_truncated` says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// True when `result` was cut for a list row.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub result_truncated: bool,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
@@ -117,6 +122,7 @@ impl RunSummary {
             steps: 0,
             max_steps: None,
             result: None,
+            result_truncated: false,
             error: None,
             usage: Default::default(),
             created_at_ms: crate::time::now_ms(),
@@ -130,11 +136,20 @@ impl RunSummary {
 /// run's request: a page of 1000 rows must not be a gigabyte of requests.
 pub const LIST_REQUEST_CHARS: usize = 4096;
 
+/// ...and of each run's result, which joins every step's result: a model
+/// can make each of those megabytes long.
+pub const LIST_RESULT_CHARS: usize = 4096;
+
 impl RunSummary {
     /// A copy for a list row: the request cut to [`LIST_REQUEST_CHARS`]
     /// without copying the rest of it first.
     pub fn list_row(&self) -> RunSummary {
         let cut = self.request.char_indices().nth(LIST_REQUEST_CHARS);
+        let result_cut = self.result.as_deref().and_then(|r| {
+            r.char_indices()
+                .nth(LIST_RESULT_CHARS)
+                .map(|(at, _)| &r[..at])
+        });
         RunSummary {
             id: self.id.clone(),
             seq: self.seq,
@@ -148,7 +163,11 @@ impl RunSummary {
             outcome: self.outcome,
             steps: self.steps,
             max_steps: self.max_steps,
-            result: self.result.clone(),
+            result: match result_cut {
+                Some(head) => Some(head.to_string()),
+                None => self.result.clone(),
+            },
+            result_truncated: self.result_truncated || result_cut.is_some(),
             error: self.error.clone(),
             usage: self.usage,
             created_at_ms: self.created_at_ms,

@@ -80,6 +80,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             agent: "toolcall".into(),
             request: "hi".into(),
             request_truncated: false,
+            result_truncated: false,
             state,
             outcome,
             steps: 1,

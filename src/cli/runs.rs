@@ -216,6 +216,7 @@ mod tests {
             agent: "toolcall".into(),
             request: request.into(),
             request_truncated: false,
+            result_truncated: false,
             state: if outcome.is_some() {
                 RunState::Ended
             } else {

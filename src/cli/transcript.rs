@@ -148,6 +148,7 @@ mod tests {
                 agent: "toolcall".into(),
                 request: "greet".into(),
                 request_truncated: false,
+                result_truncated: false,
                 state: RunState::Ended,
                 outcome: Some(Outcome::Error),
                 steps: 2,

@@ -8,7 +8,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{schema, HistoryError};
 use crate::agent::{Outcome, RunEvent};
-use crate::api::{EventLine, RunList, RunState, RunSummary, RunView, LIST_REQUEST_CHARS};
+use crate::api::{
+    EventLine, RunList, RunState, RunSummary, RunView, LIST_REQUEST_CHARS, LIST_RESULT_CHARS,
+};
 use crate::chat::Message;
 use crate::chat::Usage;
 use crate::daemon::paging::PageRequest;
@@ -21,12 +23,15 @@ const MAX_IDLE: usize = 4;
 const RUN_COLUMNS: &str = "id, seq, agent, request, state, outcome, steps, max_steps, result, \
      error, prompt_tokens, completion_tokens, created_at_ms, started_at_ms, ended_at_ms";
 
-/// As [`RUN_COLUMNS`] with the request cut for a list row, and whether it
-/// was: SQLite cuts it, so a page of rows never reads whole requests.
+/// As [`RUN_COLUMNS`] with the request and the result cut for a list row,
+/// and whether they were: SQLite cuts them, so a page of rows never reads
+/// whole requests or results.
 fn list_columns() -> String {
-    let n = LIST_REQUEST_CHARS;
-    RUN_COLUMNS.replacen("request,", &format!("substr(request, 1, {n}),"), 1)
-        + &format!(", length(request) > {n}")
+    let (n, m) = (LIST_REQUEST_CHARS, LIST_RESULT_CHARS);
+    RUN_COLUMNS
+        .replacen("request,", &format!("substr(request, 1, {n}),"), 1)
+        .replacen("result,", &format!("substr(result, 1, {m}),"), 1)
+        + &format!(", length(request) > {n}, coalesce(length(result) > {m}, 0)")
 }
 
 /// Opening a connection parses the schema; keeping a few idle ones makes a
@@ -266,6 +271,7 @@ struct RawRun {
     started_at_ms: Option<i64>,
     ended_at_ms: Option<i64>,
     request_truncated: bool,
+    result_truncated: bool,
 }
 
 impl RawRun {
@@ -287,6 +293,7 @@ impl RawRun {
             started_at_ms: row.get(13)?,
             ended_at_ms: row.get(14)?,
             request_truncated: false,
+            result_truncated: false,
         })
     }
 
@@ -294,6 +301,7 @@ impl RawRun {
     fn from_list_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         let mut raw = Self::from_row(row)?;
         raw.request_truncated = row.get(15)?;
+        raw.result_truncated = row.get(16)?;
         Ok(raw)
     }
 
@@ -322,6 +330,7 @@ impl RawRun {
             steps: self.steps,
             max_steps: self.max_steps,
             result: self.result,
+            result_truncated: self.result_truncated,
             error: self.error,
             usage: Usage {
                 prompt_tokens: self.prompt_tokens,

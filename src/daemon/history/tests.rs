@@ -14,6 +14,7 @@ fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
         agent: "coder".to_string(),
         request: format!("request of {id}"),
         request_truncated: false,
+        result_truncated: false,
         state,
         outcome: ended.then_some(Outcome::Finished),
         steps: 2,
@@ -694,4 +695,36 @@ fn the_wal_files_outlive_a_clean_close_and_the_wal_is_bounded() {
         let file = dir.path().join(format!("history.db{suffix}"));
         assert!(file.exists(), "{} was deleted on close", file.display());
     }
+}
+
+#[tokio::test]
+async fn list_rows_carry_a_cut_result_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut big = summary("big", 1, RunState::Ended);
+    big.result = Some("ü".repeat(crate::api::LIST_RESULT_CHARS * 50));
+    h.save_run(&big);
+    let mut running = summary("running", 2, RunState::Running);
+    running.result = None;
+    h.save_run(&running);
+    h.flush().await.expect("flush");
+    let list = h.list(10, None).await.unwrap();
+    let row = |id: &str| list.runs.iter().find(|r| r.id == id).unwrap().clone();
+    let cut = row("big");
+    assert_eq!(
+        cut.result.as_deref().map(|r| r.chars().count()),
+        Some(crate::api::LIST_RESULT_CHARS)
+    );
+    assert!(cut.result_truncated);
+    assert!(
+        !row("running").result_truncated,
+        "no result is not a cut one"
+    );
+    // The run's own record has all of it; a live run's row is cut the same way.
+    let full = h.summary("big").await.unwrap().unwrap();
+    assert_eq!(full.result, big.result);
+    assert!(!full.result_truncated);
+    let live = big.list_row();
+    assert_eq!(live.result, cut.result);
+    assert!(live.result_truncated);
 }
