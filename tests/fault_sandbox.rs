@@ -156,14 +156,21 @@ fn bytes_below(dir: &Path) -> u64 {
     total
 }
 
-/// The invariants after a fault on the default engine.
-async fn after_the_fault(d: &Daemon, llm: &FakeLlm, failing: &str, committed: &Committed) {
+/// Starts the failing run and, next to it, a bystander run; the daemon
+/// must answer while both are under way.
+fn start_next_to_a_bystander(d: &Daemon, llm: &FakeLlm, request: &str) -> (String, Bystander) {
+    let id = d.create_run("faulty", request);
+    let bystander = Bystander::start(d, llm);
+    assert_status_within_a_second(d);
+    (id, bystander)
+}
+
+/// The invariants after a fault on the default engine: the bystander that
+/// ran next to the fault finished normally, nothing is left, nothing
+/// committed changed.
+async fn after_the_fault(d: &Daemon, failing: &str, bystander: Bystander, committed: &Committed) {
     tokio::task::block_in_place(|| assert_status_within_a_second(d));
-    let bystander = tokio::task::block_in_place(|| {
-        let b = Bystander::start(d, llm);
-        b.finish(d);
-        b
-    });
+    tokio::task::block_in_place(|| bystander.finish(d));
     let ids = [failing, bystander.id.as_str()];
     tokio::task::block_in_place(|| {
         wait_until(
@@ -203,7 +210,8 @@ async fn a_gigabyte_written_to_pid1_stdout_never_reaches_the_host() {
     );
     let d = tokio::task::block_in_place(|| start_daemon(&llm, ""));
     let committed = tokio::task::block_in_place(|| commit_one(&d, &llm));
-    let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
+    let (id, bystander) =
+        tokio::task::block_in_place(|| start_next_to_a_bystander(&d, &llm, request));
     let container = tokio::task::block_in_place(|| wait_for_calls(&d, None, &id, 2));
 
     let root = docker(None, &["info", "-f", "{{.DockerRootDir}}"]);
@@ -232,7 +240,7 @@ async fn a_gigabyte_written_to_pid1_stdout_never_reaches_the_host() {
         out[0].contains("Permission denied") && !out[0].contains("rc=0"),
         "the write to PID 1's stdout is refused: {out:?}"
     );
-    after_the_fault(&d, &llm, &id, &committed).await;
+    after_the_fault(&d, &id, bystander, &committed).await;
 }
 
 /// H3: filling the work dir (and /tmp) fails inside the container with
@@ -262,7 +270,8 @@ async fn filling_the_work_dir_fails_with_enospc_and_spares_the_host_disk() {
         start_daemon(&llm, "disk_limit = \"64m\"\nmemory_limit = \"256m\"")
     });
     let committed = tokio::task::block_in_place(|| commit_one(&d, &llm));
-    let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
+    let (id, bystander) =
+        tokio::task::block_in_place(|| start_next_to_a_bystander(&d, &llm, request));
     let container = tokio::task::block_in_place(|| wait_for_calls(&d, None, &id, 2));
     let layer = docker(
         None,
@@ -292,7 +301,7 @@ async fn filling_the_work_dir_fails_with_enospc_and_spares_the_host_disk() {
     // Past the fsize ulimit (twice the disk limit) the kernel refuses a
     // file before looking for space (EFBIG, SIGXFSZ): a failure all the same.
     assert!(out.contains("big=") && !out.contains("big=0"), "{out}");
-    after_the_fault(&d, &llm, &id, &committed).await;
+    after_the_fault(&d, &id, bystander, &committed).await;
 }
 
 /// A fork bomb meets the pids limit inside its own container: its forks
@@ -314,7 +323,8 @@ async fn a_fork_bomb_meets_the_pids_limit() {
     );
     let d = tokio::task::block_in_place(|| start_daemon(&llm, "pids_limit = 64\ntimeout = 30"));
     let committed = tokio::task::block_in_place(|| commit_one(&d, &llm));
-    let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
+    let (id, bystander) =
+        tokio::task::block_in_place(|| start_next_to_a_bystander(&d, &llm, request));
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(180)));
     assert_eq!(record["outcome"], "finished", "{record}");
     let out = common::fault::tool_contents(&record);
@@ -323,7 +333,7 @@ async fn a_fork_bomb_meets_the_pids_limit() {
             .any(|o| o.contains("can't fork") || o.contains("Resource temporarily unavailable")),
         "the forks failed at the pids limit: {out:?}"
     );
-    after_the_fault(&d, &llm, &id, &committed).await;
+    after_the_fault(&d, &id, bystander, &committed).await;
 }
 
 /// `docker kill` of the container while a command runs: the run ends
@@ -339,13 +349,14 @@ async fn docker_kill_mid_command_ends_the_run_with_a_clear_error() {
     );
     let d = tokio::task::block_in_place(|| start_daemon(&llm, ""));
     let committed = tokio::task::block_in_place(|| commit_one(&d, &llm));
-    let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
+    let (id, bystander) =
+        tokio::task::block_in_place(|| start_next_to_a_bystander(&d, &llm, request));
     let container = tokio::task::block_in_place(|| wait_for_calls(&d, None, &id, 1));
     docker(None, &["kill", &container]);
 
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(120)));
     assert_ended_because(&record, "error", &["sandbox container", "killed"]);
-    after_the_fault(&d, &llm, &id, &committed).await;
+    after_the_fault(&d, &id, bystander, &committed).await;
 }
 
 /// A private Docker engine, so that restarting it disturbs no other test.
