@@ -83,6 +83,13 @@ pub(crate) fn parse(text: &str) -> Result<UserSpec, String> {
         }
     }
     let uid = user.parse::<u32>().ok();
+    if uid == Some(0) {
+        // Root in the sandbox is root on the host for any escape: it must
+        // be asked for by name, not reached by a number.
+        return Err(bad(
+            "uid 0 is root; write `root` to run commands as root, so that it is explicit",
+        ));
+    }
     let gid = group.and_then(|g| g.parse::<u32>().ok());
     Ok(match (uid, group, gid) {
         (Some(uid), None, _) => UserSpec::Ids(Ids { uid, gid: uid }),
@@ -243,7 +250,10 @@ mod tests {
         assert_eq!(parse(" 1000 "), Ok(ids(1000, 1000)));
         assert_eq!(parse("1000:50"), Ok(ids(1000, 50)));
         assert_eq!(parse("root"), Ok(ids(0, 0)));
-        assert_eq!(parse("0"), Ok(ids(0, 0)));
+        for zero in ["0", "0:0", "0:1000"] {
+            let e = parse(zero).expect_err("uid 0 by number");
+            assert!(e.contains("write `root`"), "{e}");
+        }
         assert_eq!(
             parse("sandbox"),
             Ok(UserSpec::Lookup {
