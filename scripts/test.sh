@@ -21,4 +21,4 @@ scripts/ensure-docker.sh
 scripts/build-images.sh --no-ensure
 
 echo "== tests"
-cargo test --all-targets -- "$@"
+cargo test --all-targets --no-fail-fast -- "$@"

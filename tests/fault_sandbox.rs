@@ -352,6 +352,17 @@ async fn docker_kill_mid_command_ends_the_run_with_a_clear_error() {
     let (id, bystander) =
         tokio::task::block_in_place(|| start_next_to_a_bystander(&d, &llm, request));
     let container = tokio::task::block_in_place(|| wait_for_calls(&d, None, &id, 1));
+    // Mid-command: the call's event and the container come before the
+    // shell has started the command, and a kill then is a failed start
+    // (an observation), not a command killed.
+    tokio::task::block_in_place(|| {
+        wait_until("the command to run", Duration::from_secs(60), || {
+            Command::new("docker")
+                .args(["top", &container])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("sleep 600"))
+        })
+    });
     docker(None, &["kill", &container]);
 
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(120)));
