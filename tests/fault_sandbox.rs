@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
-use common::daemon::{config_text, Daemon, DAEMON_PLUGINS};
+use common::daemon::Daemon;
 use common::fault::{
     assert_ended_because, assert_no_containers, assert_status_within_a_second, Bystander,
     Committed, BYSTANDER_AGENT,
@@ -34,22 +34,11 @@ const GATE: &str = "while [ ! -e /tmp/agentd-test-gate ]; do sleep 0.1; done; ec
 /// Starts `agentd serve` with the bystander and faulty agents and these
 /// extra `[sandbox]` keys.
 fn start_daemon(llm: &FakeLlm, sandbox_keys: &str) -> Daemon {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let plugins = common::plugins_dir(DAEMON_PLUGINS);
-    let extra = format!("{BYSTANDER_AGENT}{FAULTY_AGENT}");
-    let text = config_text(llm, dir.path(), plugins.path(), &extra)
+    let mut d = Daemon::unstarted(llm, &format!("{BYSTANDER_AGENT}{FAULTY_AGENT}"));
+    let text = std::fs::read_to_string(&d.config)
+        .expect("read config")
         .replace("[sandbox]\n", &format!("[sandbox]\n{sandbox_keys}\n"));
-    let config = dir.path().join("agentd.toml");
-    std::fs::write(&config, text).expect("write config");
-    let mut d = Daemon {
-        child: None,
-        socket: dir.path().join("agentd.sock"),
-        state_dir: dir.path().join("state"),
-        log: dir.path().join("daemon.log"),
-        config,
-        dir,
-        plugins,
-    };
+    std::fs::write(&d.config, text).expect("write config");
     d.spawn(&[]);
     d
 }
