@@ -351,7 +351,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Stable, for scripts: `bad_request`, `not_found`, `unknown_agent`,
     /// `conflict`, `payload_too_large`, `forbidden`, `shutting_down`,
-    /// `queue_full`, `too_many_connections`, `internal`.
+    /// `queue_full`, `too_many_connections`, `request_timeout`, `internal`.
     pub code: String,
     /// For people; may change between versions.
     pub message: String,

@@ -119,7 +119,10 @@ fn read_all(s: &mut UnixStream, within: Duration) -> (Vec<u8>, bool) {
 async fn eleven_hundred_idle_connections_are_capped_and_the_daemon_recovers() {
     // header_timeout is short so that the idle connections it does serve
     // are closed within the test; max_connections is the default (256).
-    let (llm, d) = daemon("header_timeout = 5").await;
+    // All of them are root's: the per-user cap is lifted to the global one
+    // so that this test still proves the global cap (the per-user one has
+    // its own test below).
+    let (llm, d) = daemon("header_timeout = 5\nmax_connections_per_user = 256").await;
     let (first, bystander_id) = tokio::task::block_in_place(|| {
         raise_own_nofile(4096);
         limit_daemon_nofile(&d, 1024);
@@ -471,6 +474,250 @@ async fn a_refused_peer_gets_403_and_is_disconnected() {
             stdout.contains("uid 65534 may not use this socket"),
             "{stdout}"
         );
+
+        assert_status_within_a_second(&d);
+        bystander.finish(&d);
+        committed.assert_unchanged(&d);
+        (first, bystander.id)
+    });
+    assert_no_containers(&[&first, &bystander_id]).await;
+}
+
+/// Sends `GET /v1/status` on `s` and reads one response, leaving the
+/// connection open (keep-alive): proof the daemon accepted and counted it.
+/// Returns the status line and body.
+fn status_keep_alive(s: &mut UnixStream) -> String {
+    s.write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return text;
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return text,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// `curl` run as `nobody` (uid and gid 65534) with `group` as its one
+/// supplementary group: another socket user than the root test process.
+/// Returns the HTTP status curl saw and the body.
+fn curl_as_nobody(socket: &Path, group: u32, path: &str) -> (String, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args([
+        "-s",
+        "--max-time",
+        "5",
+        "-w",
+        "\n%{http_code}",
+        "--unix-socket",
+    ])
+    .arg(socket)
+    .arg(format!("http://agentd{path}"));
+    // SAFETY: only async-signal-safe calls between fork and exec. The
+    // supplementary group has to be set while still root, so std's
+    // `uid()`/`gid()` (which run before this hook and drop every group)
+    // cannot be used.
+    unsafe {
+        cmd.pre_exec(move || {
+            let groups = [group as libc::gid_t];
+            if libc::setgroups(1, groups.as_ptr()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run curl as nobody");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    (code.to_string(), body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_user_holding_its_share_of_connections_does_not_lock_out_another() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs a client as another user and needs root"
+    );
+    const PER_USER: usize = 8;
+    // A group with no name: socket_group takes a number, and the other
+    // user's client gets it through setgroups.
+    const GROUP: u32 = 47_011;
+    // header_timeout is long so that the held connections stay open (it
+    // is also the keep-alive idle timeout) for the whole test.
+    let (llm, d) = daemon(&format!(
+        "max_connections = 64\nmax_connections_per_user = {PER_USER}\nheader_timeout = 120\nsocket_group = \"{GROUP}\""
+    ))
+    .await;
+    let (first, bystander_id) = tokio::task::block_in_place(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let (committed, first) = commit_one(&d, &llm);
+        let bystander = Bystander::start(&d, &llm);
+        // The socket is 0660 in GROUP; `nobody` must be able to reach it.
+        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod dir");
+        let (code, body) = curl_as_nobody(&d.socket, GROUP, "/v1/status");
+        assert_eq!(code, "200", "the other user is let in at all: {body}");
+
+        // Root (this process) takes its whole share with idle keep-alive
+        // connections, each proven served. The daemon lets go of the
+        // connections of the requests above a moment after answering them,
+        // so a slot may still be taken by one: that connection is retried.
+        let mut held: Vec<UnixStream> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while held.len() < PER_USER {
+            assert!(
+                Instant::now() < deadline,
+                "could not open {PER_USER} connections"
+            );
+            let mut s = connect(&d.socket);
+            let answer = status_keep_alive(&mut s);
+            if answer.starts_with("HTTP/1.1 200") {
+                held.push(s);
+            } else {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+
+        // One more from root: refused at once, naming the key and the uid.
+        let mut extra = connect(&d.socket);
+        let _ = extra.write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let (answer, closed) = read_all(&mut extra, Duration::from_secs(5));
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 503"),
+            "uid 0 was served past max_connections_per_user = {PER_USER}: {answer}"
+        );
+        assert!(closed, "the refused connection was kept open: {answer}");
+        assert!(
+            answer.contains("\"code\":\"too_many_connections\""),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("[daemon] max_connections_per_user"),
+            "{answer}"
+        );
+        assert!(answer.contains("uid 0 "), "{answer}");
+
+        // Another user is still served, runs included.
+        let (code, body) = curl_as_nobody(&d.socket, GROUP, "/v1/status");
+        assert_eq!(code, "200", "another user was locked out: {body}");
+        let (code, body) = curl_as_nobody(&d.socket, GROUP, "/v1/runs");
+        assert_eq!(code, "200", "{body}");
+        // The held connections are still open and still served.
+        for s in &mut held {
+            assert!(status_keep_alive(s).starts_with("HTTP/1.1 200"));
+        }
+
+        // Once they close, root is served again.
+        drop(held);
+        eventually(&d, "uid 0 served again", || {
+            let mut s = connect(&d.socket);
+            let answer = status_keep_alive(&mut s);
+            answer.starts_with("HTTP/1.1 200")
+        });
+        assert!(
+            d.log_text().contains("max_connections_per_user"),
+            "the refusal is not in the log:\n{}",
+            d.log_text()
+        );
+
+        assert_status_within_a_second(&d);
+        bystander.finish(&d);
+        committed.assert_unchanged(&d);
+        (first, bystander.id)
+    });
+    assert_no_containers(&[&first, &bystander_id]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_drips_a_request_body_gets_408_and_is_disconnected() {
+    const BODY_TIMEOUT_S: u64 = 2;
+    let (llm, d) = daemon(&format!("body_timeout = {BODY_TIMEOUT_S}")).await;
+    let (first, bystander_id) = tokio::task::block_in_place(|| {
+        let (committed, first) = commit_one(&d, &llm);
+        let bystander = Bystander::start(&d, &llm);
+        // The headers whole and at once (so header_timeout is no help),
+        // announcing a body under max_request_bytes, then a byte a second.
+        let mut slow = connect(&d.socket);
+        slow.write_all(
+            b"POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+        )
+        .expect("send headers");
+        let drip = br#"{"agent": "bystander", "request": "drip drip drip drip drip drip drip"#;
+        let started = Instant::now();
+        // Generous slack over body_timeout, and bounded: without the
+        // deadline the client would be connected forever.
+        let give_up = started + Duration::from_secs(BODY_TIMEOUT_S + 10);
+        let mut got = Vec::new();
+        let mut closed = false;
+        let mut writing = true;
+        for byte in drip.iter().cycle() {
+            if writing && slow.write_all(std::slice::from_ref(byte)).is_err() {
+                // Closed by the daemon; its answer may still be unread.
+                writing = false;
+            }
+            let (more, eof) = read_all(&mut slow, Duration::from_millis(1));
+            got.extend_from_slice(&more);
+            if eof || !got.is_empty() {
+                closed = eof;
+                break;
+            }
+            assert_status_within_a_second(&d);
+            assert!(
+                Instant::now() < give_up,
+                "a client that dripped its body for {:?} got no answer (body_timeout = {BODY_TIMEOUT_S})",
+                started.elapsed()
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        if !closed {
+            let (more, eof) = read_all(&mut slow, Duration::from_secs(5));
+            got.extend_from_slice(&more);
+            closed = eof;
+        }
+        let answer = String::from_utf8_lossy(&got);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+        assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+        assert!(answer.contains("[daemon] body_timeout"), "{answer}");
+        assert!(
+            closed,
+            "the connection was kept open after the 408: {answer}"
+        );
+        // The dripped body made no run.
+        let (_, list) = d.get("/v1/runs?limit=1000");
+        let dripped = list["runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["request"].as_str().unwrap_or("").contains("drip"));
+        assert!(!dripped, "{list}");
 
         assert_status_within_a_second(&d);
         bystander.finish(&d);

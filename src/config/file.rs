@@ -243,11 +243,15 @@ pub struct DaemonKeys {
     pub max_tool_result_bytes: Option<usize>,
     /// API connections open at once.
     pub max_connections: Option<usize>,
+    /// API connections one user (uid) may have open at once.
+    pub max_connections_per_user: Option<usize>,
     /// Runs waiting for a slot before `POST /v1/runs` answers 429.
     pub max_queued_runs: Option<usize>,
     /// Seconds a client has to send a request's headers (also the idle
     /// keep-alive timeout).
     pub header_timeout: Option<f64>,
+    /// Seconds a client has to send a request's whole body.
+    pub body_timeout: Option<f64>,
     /// Seconds a response may wait for the client to read any of it.
     pub write_timeout: Option<f64>,
     /// Load plugins through symbolic links in the plugins folder.

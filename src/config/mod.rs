@@ -21,9 +21,10 @@ pub use paths::{client_socket_path, default_config_path, default_socket_path, SY
 use crate::agent::settings::{MESSAGE_FRAMING_BYTES, MIN_TOOL_RESULT_BYTES};
 use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
-    DaemonConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
+    DaemonConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS,
+    DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_USER,
+    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::PluginSettings;
@@ -179,6 +180,26 @@ impl Config {
                 ))
             }),
         };
+        let max_connections = f
+            .daemon
+            .max_connections
+            .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+            .max(1);
+        // 0 would lock every user out, root included: refused, not rounded
+        // up, since it cannot be what was meant. Above max_connections it
+        // would be no cap at all; clamped rather than refused, so lowering
+        // max_connections alone (under the default 64) stays valid.
+        let max_connections_per_user = match f.daemon.max_connections_per_user {
+            None => DEFAULT_MAX_CONNECTIONS_PER_USER,
+            Some(0) => {
+                return Err(invalid(
+                    "[daemon] max_connections_per_user must be at least 1 (0 would refuse every connection)"
+                        .to_string(),
+                ))
+            }
+            Some(n) => n,
+        }
+        .min(max_connections);
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -202,11 +223,8 @@ impl Config {
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
                 .max(1024),
             run_limits,
-            max_connections: f
-                .daemon
-                .max_connections
-                .unwrap_or(DEFAULT_MAX_CONNECTIONS)
-                .max(1),
+            max_connections,
+            max_connections_per_user,
             // Every run holds a place from its creation until it gets a
             // slot, so 0 would refuse them all.
             max_queued_runs: f
@@ -218,6 +236,11 @@ impl Config {
                 f.daemon.header_timeout,
                 DEFAULT_HEADER_TIMEOUT,
                 "header_timeout",
+            )?,
+            body_timeout: positive_seconds(
+                f.daemon.body_timeout,
+                DEFAULT_BODY_TIMEOUT,
+                "body_timeout",
             )?,
             write_timeout: positive_seconds(
                 f.daemon.write_timeout,

@@ -450,6 +450,38 @@ fn api_limits_have_defaults_and_refuse_nonsense() {
 }
 
 #[test]
+fn the_per_user_connection_cap_and_the_body_timeout_have_defaults_and_bounds() {
+    let d = Config::defaults().daemon;
+    assert_eq!(d.max_connections_per_user, 64);
+    assert_eq!(d.body_timeout, Duration::from_secs(10));
+    let c =
+        parse("[daemon]\nmax_connections = 100\nmax_connections_per_user = 8\nbody_timeout = 2\n")
+            .expect("valid");
+    assert_eq!(c.daemon.max_connections_per_user, 8);
+    assert_eq!(c.daemon.body_timeout, Duration::from_secs(2));
+    // Above the global cap it would be no cap: clamped to it.
+    let c = parse("[daemon]\nmax_connections = 16\n").expect("valid");
+    assert_eq!(
+        c.daemon.max_connections_per_user, 16,
+        "the default 64 is clamped to max_connections"
+    );
+    let c =
+        parse("[daemon]\nmax_connections = 16\nmax_connections_per_user = 100\n").expect("valid");
+    assert_eq!(c.daemon.max_connections_per_user, 16);
+    let e = parse("[daemon]\nmax_connections_per_user = 0\n").expect_err("zero");
+    assert!(e.to_string().contains("max_connections_per_user"), "{e}");
+    // A wrong type is refused by the parser, naming the line.
+    let e = parse("[daemon]\nmax_connections_per_user = -1\n").expect_err("negative");
+    assert!(e.to_string().contains("agentd.toml:2"), "{e}");
+    let e = parse("[daemon]\nbody_timeout = 0\n").expect_err("zero");
+    assert!(e.to_string().contains("body_timeout"), "{e}");
+    let e = parse("[daemon]\nbody_timeout = \"ten\"\n").expect_err("not a number");
+    assert!(e.to_string().contains("agentd.toml:2"), "{e}");
+    let e = parse("[daemon]\nbody_timeout = -3\n").expect_err("negative");
+    assert!(e.to_string().contains("body_timeout"), "{e}");
+}
+
+#[test]
 fn the_key_can_come_from_a_file_such_as_a_systemd_credential() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("llm-api-key");

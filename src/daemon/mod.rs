@@ -5,6 +5,7 @@
 //! reaper, plugins, and only then the socket and `READY=1`, so a client that
 //! connects finds everything loaded.
 
+mod body;
 mod error;
 mod event_bus;
 mod event_log;
@@ -19,6 +20,7 @@ mod server;
 pub mod settings;
 mod state;
 mod systemd;
+mod user_slots;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -125,9 +127,13 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         .clone()
         .unwrap_or_else(default_socket_path);
     let bound = listener::listen(&socket_path, group)?;
-    let max_body = config.daemon.max_request_bytes;
+    let body_limits = body::BodyLimits {
+        max_bytes: config.daemon.max_request_bytes,
+        timeout: config.daemon.body_timeout,
+    };
     let limits = server::ServerLimits {
         max_connections: config.daemon.max_connections,
+        max_connections_per_user: config.daemon.max_connections_per_user,
         header_timeout: config.daemon.header_timeout,
         write_timeout: config.daemon.write_timeout,
     };
@@ -148,7 +154,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     daemon.warn_missing_plugins();
     let _watcher = watch_plugins(plugins_dir, &daemon);
 
-    let app = routes::router(daemon.clone(), max_body);
+    let app = routes::router(daemon.clone(), body_limits);
     let stop = tokio_util::sync::CancellationToken::new();
     let server = tokio::spawn(server::serve(
         bound.listener,

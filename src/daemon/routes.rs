@@ -8,12 +8,14 @@ use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::StreamExt;
 use serde::Deserialize;
 
+use super::body::{self, BodyLimits};
 use super::error::ApiError;
 use super::event_log;
 use super::paging::PageRequest;
@@ -26,7 +28,10 @@ use crate::api::{
 
 type Shared = State<Arc<Daemon>>;
 
-pub fn router(daemon: Arc<Daemon>, max_body: usize) -> Router {
+/// Every route's request body is read by [`body::buffered`] first, under
+/// `max_request_bytes` and `body_timeout`, so a handler's extractor only
+/// ever reads from memory.
+pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits) -> Router {
     Router::new()
         .route("/v1/status", get(status))
         .route("/v1/agents", get(agents))
@@ -39,7 +44,8 @@ pub fn router(daemon: Arc<Daemon>, max_body: usize) -> Router {
         .route("/v1/runs/{id}/cancel", post(cancel_run))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::max(body_limits.max_bytes))
+        .layer(middleware::from_fn_with_state(body_limits, body::buffered))
         .with_state(daemon)
 }
 

@@ -5,6 +5,10 @@
 //! - at most `max_connections` connections are served at once; one past it
 //!   gets a `503` written straight into its (empty, so never blocking)
 //!   socket buffer and is closed, with no task kept for it;
+//! - at most `max_connections_per_user` of them belong to one uid (the
+//!   peer's `SO_PEERCRED`, [`UserSlots`]), refused the same way: one socket
+//!   user cannot take every slot and lock out the others, root's
+//!   `agentd cancel` among them;
 //! - the peer's credentials are checked at accept: a refused peer is
 //!   answered `403` with `Connection: close` by a small task that never
 //!   starts HTTP and is gone within [`REFUSE_WITHIN`];
@@ -17,6 +21,11 @@
 //!   reading a response (a follower that never reads) is disconnected
 //!   instead of holding its connection, and what hyper buffered for it,
 //!   forever.
+//!
+//! The time to receive a request's body (`body_timeout`) is not the
+//! connection's business: hyper's header timer stops once the headers are
+//! in, so the body is read under its own deadline where the app reads it
+//! (`body.rs`).
 
 use std::future::Future;
 use std::io;
@@ -37,6 +46,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use super::peer::{AccessPolicy, Peer};
+use super::user_slots::{UserSlot, UserSlots};
 
 /// How long a refused peer may take to send its request before the `403`
 /// is written anyway and the socket closed.
@@ -54,6 +64,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
     pub max_connections: usize,
+    /// At most `max_connections` (the configuration clamps it).
+    pub max_connections_per_user: usize,
     pub header_timeout: Duration,
     pub write_timeout: Duration,
 }
@@ -69,8 +81,10 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let users = UserSlots::new(limits.max_connections_per_user);
     let connections = TaskTracker::new();
-    let mut refusals = RefusalLog::default();
+    let mut refusals = RefusalLog::new("max_connections");
+    let mut user_refusals = RefusalLog::new("max_connections_per_user");
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
@@ -88,13 +102,24 @@ pub async fn serve(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             refuse_busy(&stream, limits.max_connections);
-            refusals.note(limits.max_connections);
+            refusals.note(limits.max_connections, None);
             continue;
         };
         let peer = Peer::of(&stream);
+        // Counted before the access check: a peer the policy refuses holds
+        // a slot while its 403 is written, and must not take them all.
+        let Some(slot) = users.try_acquire(peer.uid) else {
+            refuse_user_busy(&stream, users.max_per_user(), peer.uid);
+            user_refusals.note(users.max_per_user(), peer.uid);
+            continue;
+        };
+        let held = Held {
+            _permit: permit,
+            _slot: slot,
+        };
         if !policy.allows(&peer) {
             warn!(uid = ?peer.uid, pid = ?peer.pid, "refused a connection from a user not allowed on the socket");
-            connections.spawn(refuse_forbidden(stream, peer, permit));
+            connections.spawn(refuse_forbidden(stream, peer, held));
             continue;
         }
         connections.spawn(serve_connection(
@@ -102,11 +127,18 @@ pub async fn serve(
             app.clone(),
             limits.clone(),
             stop.clone(),
-            permit,
+            held,
         ));
     }
     connections.close();
     connections.wait().await;
+}
+
+/// What one connection holds of the caps, given back when its task ends
+/// (dropped with it, however it ends).
+struct Held {
+    _permit: OwnedSemaphorePermit,
+    _slot: UserSlot,
 }
 
 async fn serve_connection(
@@ -114,7 +146,7 @@ async fn serve_connection(
     app: Router,
     limits: ServerLimits,
     stop: CancellationToken,
-    _permit: OwnedSemaphorePermit,
+    _held: Held,
 ) {
     let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -137,15 +169,26 @@ async fn serve_connection(
 }
 
 /// A flood of refused connections is one log line a second, not one per
-/// connection: the journal is not another thing a client can fill.
-#[derive(Default)]
+/// connection: the journal is not another thing a client can fill. One
+/// per cap (`key`, the `[daemon]` key that refused them).
 struct RefusalLog {
+    key: &'static str,
     last: Option<std::time::Instant>,
     unlogged: u64,
 }
 
 impl RefusalLog {
-    fn note(&mut self, max: usize) {
+    fn new(key: &'static str) -> Self {
+        RefusalLog {
+            key,
+            last: None,
+            unlogged: 0,
+        }
+    }
+
+    /// `uid`: whose connection it was, for a per-user cap (the line names
+    /// the last one refused).
+    fn note(&mut self, max: usize, uid: Option<u32>) {
         self.unlogged += 1;
         if self
             .last
@@ -155,8 +198,10 @@ impl RefusalLog {
         }
         warn!(
             refused = self.unlogged,
-            max_connections = max,
-            "refused API connections: [daemon] max_connections are open"
+            limit = max,
+            uid = ?uid,
+            "refused API connections: [daemon] {} are open",
+            self.key
         );
         self.last = Some(std::time::Instant::now());
         self.unlogged = 0;
@@ -174,15 +219,30 @@ fn refuse_busy(stream: &UnixStream, max: usize) {
     let _ = stream.try_write(&response("503 Service Unavailable", &body));
 }
 
+/// Past the per-user cap: answered and closed like [`refuse_busy`], naming
+/// the uid so a user whose script leaks connections sees it is its own.
+fn refuse_user_busy(stream: &UnixStream, max: usize, uid: Option<u32>) {
+    let body = error_json(
+        "too_many_connections",
+        &format!(
+            "uid {} already has {max} connections open, the most one user may ([daemon] max_connections_per_user); close some or try again shortly",
+            uid_text(uid)
+        ),
+    );
+    let _ = stream.try_write(&response("503 Service Unavailable", &body));
+}
+
+fn uid_text(uid: Option<u32>) -> String {
+    uid.map(|u| u.to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// A peer the policy refuses: its request is read (bounded in size and
 /// time) so that its client is not cut off mid-write, answered `403` with
 /// `Connection: close`, and the socket closed. No HTTP state is kept.
-async fn refuse_forbidden(mut stream: UnixStream, peer: Peer, _permit: OwnedSemaphorePermit) {
+async fn refuse_forbidden(mut stream: UnixStream, peer: Peer, _held: Held) {
     let _ = tokio::time::timeout(REFUSE_WITHIN, read_head(&mut stream)).await;
-    let uid = peer
-        .uid
-        .map(|u| u.to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let uid = uid_text(peer.uid);
     let body = error_json(
         "forbidden",
         &format!("uid {uid} may not use this socket: root, the daemon's user and members of [daemon] socket_group may"),
@@ -368,5 +428,19 @@ mod tests {
         assert!(got.starts_with("HTTP/1.1 503 "), "{got}");
         assert!(got.contains("connection: close"), "{got}");
         assert!(got.contains("\"code\":\"too_many_connections\""), "{got}");
+    }
+
+    #[tokio::test]
+    async fn past_the_per_user_cap_the_503_names_the_key_and_the_uid() {
+        let (a, mut b) = UnixStream::pair().expect("socketpair");
+        refuse_user_busy(&a, 8, Some(65534));
+        drop(a);
+        let mut got = String::new();
+        b.read_to_string(&mut got).await.expect("read");
+        assert!(got.starts_with("HTTP/1.1 503 "), "{got}");
+        assert!(got.contains("connection: close"), "{got}");
+        assert!(got.contains("\"code\":\"too_many_connections\""), "{got}");
+        assert!(got.contains("max_connections_per_user"), "{got}");
+        assert!(got.contains("uid 65534"), "{got}");
     }
 }

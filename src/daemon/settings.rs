@@ -17,11 +17,18 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 /// descriptors the unit allows: a flood of connections is refused long
 /// before the daemon runs out of descriptors for Docker, SQLite and the LLM.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// A quarter of the global cap: the CLI uses one connection per command
+/// and a follower one per run, so 64 is plenty for one user, and three
+/// other users (root's `agentd cancel` among them) still find room.
+pub const DEFAULT_MAX_CONNECTIONS_PER_USER: usize = 64;
 /// Each queued run holds its request (up to `max_request_bytes`) and a task.
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 1024;
 /// A local client sends a request's headers in microseconds; ten seconds
 /// is generous for a person typing into `socat` and short for a slowloris.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request body is at most `max_request_bytes` (1 MiB) from a local
+/// client: milliseconds of work, so ten seconds only ever cuts off a drip.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a response may wait for the client to take any of its bytes.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -44,6 +51,10 @@ pub struct DaemonConfig {
     pub run_limits: RunLimits,
     /// Connections open at once; past it new ones get a 503 and are closed.
     pub max_connections: usize,
+    /// Connections one uid (`SO_PEERCRED`) may have open at once; past it
+    /// its new ones get a 503 and are closed. At least 1, at most
+    /// `max_connections` (a larger value is clamped to it).
+    pub max_connections_per_user: usize,
     /// Runs waiting for a slot (a run holds its place from creation until
     /// it gets one); past it `POST /v1/runs` answers 429. At least 1.
     pub max_queued_runs: usize,
@@ -51,6 +62,9 @@ pub struct DaemonConfig {
     /// start or the end of the previous response, so it is also the
     /// keep-alive idle timeout (hyper has one timer for both).
     pub header_timeout: Duration,
+    /// Time to receive a request's whole body, from the end of its
+    /// headers; past it the answer is 408 and the connection is closed.
+    pub body_timeout: Duration,
     /// A connection whose client takes none of a response's bytes for this
     /// long is closed (a follower that stopped reading).
     pub write_timeout: Duration,

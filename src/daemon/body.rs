@@ -1,0 +1,164 @@
+//! Reading a request's body: at most `max_request_bytes` of it, all of it
+//! within `body_timeout`. hyper's header timer stops once the headers are
+//! in, so without a deadline here a client that announces
+//! `Content-Length: 1000000` and sends a byte a second holds its connection,
+//! a task and the buffer forever (security review M2).
+//!
+//! It is a middleware over every route rather than a helper each handler
+//! calls, so a route added later that reads a body cannot forget it: the
+//! body is read here, whole, before the handler runs, and the handler gets
+//! it from memory. Only request bodies are read here; responses, the
+//! long-lived NDJSON streams of followers included, are untouched.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody as _};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+
+use super::error::ApiError;
+
+/// From `[daemon]`: `max_request_bytes` and `body_timeout`.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+/// Why a body was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("the request body is larger than [daemon] max_request_bytes ({max} bytes)")]
+    TooLarge { max: usize },
+    #[error(
+        "the request body did not arrive within {} s ([daemon] body_timeout)",
+        .timeout.as_secs_f64()
+    )]
+    TimedOut { timeout: Duration },
+    #[error("cannot read the request body: {0}")]
+    Broken(String),
+}
+
+impl IntoResponse for BodyError {
+    /// The connection is closed after each of these: the rest of the body
+    /// was not read, so nothing after it on the connection could be parsed,
+    /// and a client that drips is not given another request's time.
+    fn into_response(self) -> Response {
+        let (status, code) = match &self {
+            BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            BodyError::TimedOut { .. } => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            BodyError::Broken(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+        };
+        let mut response = ApiError::new(status, code, self.to_string()).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    }
+}
+
+/// The whole body, or why not. A `Content-Length` over the cap is refused
+/// before anything is read; the deadline counts from the first read, right
+/// after the headers, to the last byte.
+pub async fn read(body: Body, limits: BodyLimits) -> Result<Bytes, BodyError> {
+    if body.is_end_stream() {
+        return Ok(Bytes::new());
+    }
+    let too_large = BodyError::TooLarge {
+        max: limits.max_bytes,
+    };
+    if body.size_hint().lower() > limits.max_bytes as u64 {
+        return Err(too_large);
+    }
+    let collect = Limited::new(body, limits.max_bytes).collect();
+    match tokio::time::timeout(limits.timeout, collect).await {
+        Err(_) => Err(BodyError::TimedOut {
+            timeout: limits.timeout,
+        }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large),
+        Ok(Err(e)) => Err(BodyError::Broken(e.to_string())),
+    }
+}
+
+/// The middleware: reads the body under [`read`]'s rules and hands the
+/// handler a request whose body is already in memory.
+pub async fn buffered(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    match read(body, limits).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(e) => {
+            if let BodyError::TimedOut { .. } = e {
+                tracing::warn!(
+                    method = %parts.method,
+                    path = parts.uri.path(),
+                    "a request body did not arrive within [daemon] body_timeout; closing the connection"
+                );
+            }
+            e.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::{stream, StreamExt};
+
+    fn limits(max_bytes: usize, timeout_ms: u64) -> BodyLimits {
+        BodyLimits {
+            max_bytes,
+            timeout: Duration::from_millis(timeout_ms),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_whole_body_within_the_limits_is_read() {
+        let got = read(Body::from("{\"agent\":\"a\"}"), limits(1024, 1000))
+            .await
+            .expect("read");
+        assert_eq!(&got[..], b"{\"agent\":\"a\"}");
+        let empty = read(Body::empty(), limits(1024, 1000)).await.expect("read");
+        assert!(empty.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_arriving_times_out_naming_the_key() {
+        // One chunk, then nothing ever again: a client that drips.
+        let drip = stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{"))])
+            .chain(stream::pending());
+        let e = read(Body::from_stream(drip), limits(1024, 200))
+            .await
+            .expect_err("timed out");
+        assert!(matches!(e, BodyError::TimedOut { .. }), "{e}");
+        assert!(e.to_string().contains("[daemon] body_timeout"), "{e}");
+        let response = e.into_response();
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(
+            response.headers().get(header::CONNECTION),
+            Some(&HeaderValue::from_static("close"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_cap_is_refused_whether_announced_or_not() {
+        let e = read(Body::from(vec![b'x'; 2048]), limits(1024, 1000))
+            .await
+            .expect_err("too large");
+        assert!(matches!(e, BodyError::TooLarge { max: 1024 }), "{e}");
+        // No length announced: refused once the bytes pass the cap.
+        let chunks =
+            stream::iter((0..4).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 512]))));
+        let e = read(Body::from_stream(chunks), limits(1024, 1000))
+            .await
+            .expect_err("too large");
+        assert!(matches!(e, BodyError::TooLarge { .. }), "{e}");
+        assert_eq!(e.into_response().status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}
