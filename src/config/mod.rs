@@ -82,7 +82,8 @@ fn apply_agent_keys(agent: &mut AgentConfig, k: &AgentKeys) {
         max_observe,
         tool_choice,
         special_tools,
-        max_tool_calls_per_step
+        max_tool_calls_per_step,
+        max_host_calls_per_step
     );
 }
 
@@ -275,6 +276,12 @@ impl Config {
             if agent.max_tool_calls_per_step == Some(0) {
                 return Err(invalid(format!(
                     "[agents.{}] max_tool_calls_per_step must be at least 1",
+                    agent.name
+                )));
+            }
+            if agent.max_host_calls_per_step == Some(0) {
+                return Err(invalid(format!(
+                    "[agents.{}] max_host_calls_per_step must be at least 1",
                     agent.name
                 )));
             }
@@ -489,6 +496,12 @@ fn run_limits(k: &file::DaemonKeys, output_limit: usize) -> Result<RunLimits, St
             return Err("[daemon] max_tool_calls_per_step must be at least 1".into());
         }
         limits.max_tool_calls_per_step = n;
+    }
+    if let Some(n) = k.max_host_calls_per_step {
+        if n == 0 {
+            return Err("[daemon] max_host_calls_per_step must be at least 1".into());
+        }
+        limits.max_host_calls_per_step = n;
     }
     // Below these a normal run cannot work: a tool result must fit its
     // note, a message its framing.
