@@ -2,7 +2,8 @@
 //! hundreds of core instances (or too many memories or tables), a strategy
 //! or a tool growing its memory past `[plugins] memory_limit`, looping
 //! forever, recursing without end, holding stdout handles by the hundred,
-//! and handing the host 32 MiB in one call. Each runs against the real
+//! handing the host 32 MiB in one call, and a tool or a strategy that only
+//! ever waits on the host (a sandbox operation or `chat` in a loop). Each runs against the real
 //! daemon, real wasm built from `plugins/`, real Docker (the bystander's
 //! sandbox) and the scripted fake LLM, and proves what `common::fault`
 //! asserts: the daemon answers within a second, a bystander run finishes,
@@ -30,6 +31,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("bash.wasm", "bash"),
     ("misbehave.wasm", "misbehave"),
     ("fail_tool.wasm", "fail_tool"),
+    ("misbehave_tool.wasm", "misbehave_tool"),
 ];
 
 /// A short step deadline for the infinite loops (plugin time only: the
@@ -364,4 +366,89 @@ async fn components_over_the_pool_caps_are_refused_at_load_naming_the_cap() {
         &["strategy plugin `instances`", "not loaded"],
     )
     .await;
+}
+
+/// The per-agent keys of the host-call tests: a small budget of host calls
+/// per step, and a wall clock that tells the old behaviour (a plugin that
+/// only waits never reaches the 3 s step deadline, so it ran until
+/// `max_run_time`) from the new one, while still ending the test.
+const HOST_CALL_BUDGET: &str = "max_host_calls_per_step = 50\nmax_run_time = 60\n";
+
+/// The first user message of a request the fake LLM received.
+fn first_user(request: &Value) -> Option<&str> {
+    request["messages"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == "user")?["content"]
+        .as_str()
+}
+
+/// A tool calling `list_dir("/")` in a loop waits on the sandbox all the
+/// time, which pauses the step clock: past `max_host_calls_per_step` each
+/// call is refused at once, the tool's time counts again, and the step
+/// deadline ends the run naming the tool and the budget, instead of the
+/// loop hammering the engine until `max_run_time`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_looping_a_sandbox_operation_is_refused_past_the_budget_and_stopped() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let request = "tool loops the sandbox";
+    llm.push_for(
+        request,
+        [
+            Reply::call("misbehave_tool", r#"{"sandbox_loop":"list_dir"}"#),
+            Reply::terminate(),
+        ],
+    );
+    let agent = format!(
+        "\n[agents.sandbox_loop]\nstrategy = \"toolcall\"\ntools = [\"misbehave_tool\", \"terminate\"]\nmax_steps = 3\n{HOST_CALL_BUDGET}"
+    );
+    let d = daemon(&llm, &agent);
+    prove(
+        &d,
+        &llm,
+        "sandbox_loop",
+        request,
+        &[
+            "plugin `misbehave_tool`",
+            "step deadline",
+            "max_host_calls_per_step (50)",
+        ],
+    )
+    .await;
+    let warned = d
+        .log_text()
+        .matches("sandbox operations of this step are refused")
+        .count();
+    assert_eq!(warned, 1, "one warning for the step\n{}", d.log_text());
+}
+
+/// A strategy calling `chat` in a loop, whatever the answer, spends tokens
+/// while the step clock is paused: the model sees exactly the budget of
+/// requests, the rest are refused without being sent, and the step
+/// deadline ends the run naming the strategy and the budget.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strategy_looping_chat_is_refused_past_the_budget_and_stopped() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let request = "ask the model forever";
+    // More answers than the budget, so nothing is retried for want of one.
+    llm.push_for(request, (0..80).map(|i| Reply::text(format!("answer {i}"))));
+    let d = daemon(&llm, &format!("{}{HOST_CALL_BUDGET}", hostile("chat-loop")));
+    prove(
+        &d,
+        &llm,
+        "hostile",
+        request,
+        &[
+            "plugin `misbehave`",
+            "step deadline",
+            "max_host_calls_per_step (50)",
+        ],
+    )
+    .await;
+    let sent = llm
+        .requests()
+        .iter()
+        .filter(|r| first_user(r) == Some(request))
+        .count();
+    assert_eq!(sent, 50, "requests the model saw for the looping run");
 }

@@ -229,3 +229,73 @@ async fn a_run_over_max_run_bytes_ends_error_saying_so() {
     assert_no_containers(&[&id, &bystander.id]).await;
     blocking(|| committed.assert_unchanged(&d));
 }
+
+/// The numbers of every "plugin `misbehave`: N log lines dropped (rate
+/// limit)" line of the daemon's log.
+fn dropped_reports(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter_map(|l| l.split("plugin `misbehave`: ").nth(1))
+        .filter_map(|rest| {
+            let (n, rest) = rest.split_once(' ')?;
+            rest.starts_with("log lines dropped (rate limit)")
+                .then(|| n.parse().ok())?
+        })
+        .collect()
+}
+
+/// A strategy logging 50,000 lines through `logging.log` and 50,000 on
+/// stdout, as fast as it can: the journal gets the burst and the sustained
+/// rate over the run's life, no more, and every other line is counted in a
+/// "dropped" line, so the operator learns how much was lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_logging_in_a_loop_is_rate_limited_and_the_dropped_lines_counted() {
+    use agentd::plugin::log_rate::{LOG_BURST, LOG_LINES_PER_SEC};
+    const LINES: u64 = 2 * 50_000;
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let agents = "\n[agents.chatty]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"log-lines 50000\"\nmax_steps = 2\n";
+    let (d, committed) = blocking(|| start(&llm, "", agents));
+    let id = blocking(|| d.create_run("chatty", "log a lot"));
+    let bystander = blocking(|| Bystander::start(&d, &llm));
+    blocking(|| assert_status_within_a_second(&d));
+    let record = blocking(|| d.wait_run(&id, Duration::from_secs(120)));
+    assert_eq!(record["outcome"], "finished", "{record}");
+
+    let is_flood =
+        |l: &&str| l.contains("misbehave log line ") || l.contains("misbehave stdout line ");
+    // The last count is logged when the plugin's store (and its stdout
+    // writers) go away, which may be just after the run ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (logged, reports) = loop {
+        let log = d.log_text();
+        let logged = log.lines().filter(is_flood).count() as u64;
+        let reports = dropped_reports(&log);
+        if logged + reports.iter().sum::<u64>() >= LINES || std::time::Instant::now() > deadline {
+            break (logged, reports);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lived_ms =
+        record["ended_at_ms"].as_i64().unwrap_or(0) - record["started_at_ms"].as_i64().unwrap_or(0);
+    let lived_s = u64::try_from(lived_ms).unwrap_or(0) / 1000 + 1;
+    let most = u64::from(LOG_BURST) + u64::from(LOG_LINES_PER_SEC) * lived_s;
+    assert!(logged >= 1, "some lines are logged");
+    assert!(
+        logged <= most,
+        "{logged} of the plugin's lines reached the log, more than {most} in {lived_ms} ms"
+    );
+    assert!(!reports.is_empty(), "no dropped-lines report");
+    assert!(
+        reports.len() as u64 <= lived_s + 1,
+        "at most one report a second: {reports:?}"
+    );
+    assert_eq!(
+        logged + reports.iter().sum::<u64>(),
+        LINES,
+        "every line is logged or counted as dropped: {reports:?}"
+    );
+
+    blocking(|| bystander.finish(&d));
+    blocking(|| assert_status_within_a_second(&d));
+    assert_no_containers(&[&id, &bystander.id]).await;
+    blocking(|| committed.assert_unchanged(&d));
+}

@@ -625,3 +625,77 @@ async fn a_cache_folder_open_to_others_is_refused_not_repaired() {
         .mode();
     assert_eq!(mode & 0o777, 0o777, "left as it was");
 }
+
+/// The daemon checks each plugin file, not only the folder: a file its
+/// group (or everyone) can write is `failed` in `GET /v1/plugins`, naming
+/// the file and the fix, never loaded and never re-permissioned, while the
+/// other files serve. Once fixed, a reload loads it. `agentd plugins
+/// --local` (a user's own folder, where 0664 is the norm under user-private
+/// groups) does not check files, and loads the same file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_file_others_can_write_is_refused_by_the_daemon_only() {
+    use common::daemon::Daemon;
+    let llm = agentd::testkit::FakeLlm::start().await.expect("fake llm");
+    let mut d = tokio::task::block_in_place(|| Daemon::unstarted(&llm, ""));
+    let good = d.plugins.path().join("echo.wasm");
+    std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let open = put(d.plugins.path(), "versioned.wasm", "versioned_v1");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o664)).expect("chmod");
+    tokio::task::block_in_place(|| d.spawn(&[]));
+
+    let row = |file: &str| {
+        let (status, v) = d.get("/v1/plugins");
+        assert_eq!(status, 200, "{v}");
+        v["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["file"].as_str().is_some_and(|f| f.ends_with(file)))
+            .cloned()
+            .unwrap_or_else(|| panic!("no row for {file}: {v}"))
+    };
+    let refused = tokio::task::block_in_place(|| row("versioned.wasm"));
+    assert_eq!(refused["status"], "failed", "{refused}");
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&open.display().to_string()), "{error}");
+    assert!(error.contains("writable by its group"), "{error}");
+    assert!(error.contains("chmod go-w"), "{error}");
+    assert_eq!(refused["version"], serde_json::Value::Null, "{refused}");
+    assert_eq!(
+        tokio::task::block_in_place(|| row("echo.wasm"))["status"],
+        "loaded"
+    );
+    let mode = std::fs::metadata(&open).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o664, "the file is not re-permissioned");
+
+    // The same folder as `agentd plugins --local` sees it: no file check.
+    let local = tokio::task::block_in_place(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args(["plugins", "--local", "--json", "--config"])
+            .arg(&d.config)
+            .env_remove("AGENTD_CONFIG")
+            .output()
+            .expect("agentd plugins --local")
+    });
+    let listed: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&local.stdout),
+            String::from_utf8_lossy(&local.stderr)
+        )
+    });
+    let names: Vec<&str> = listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert!(names.contains(&"versioned"), "{names:?}");
+
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let (status, v) = tokio::task::block_in_place(|| d.post("/v1/plugins/reload", ""));
+    assert_eq!(status, 200, "{v}");
+    let fixed = tokio::task::block_in_place(|| row("versioned.wasm"));
+    assert_eq!(fixed["status"], "loaded", "{fixed}");
+    assert_eq!(fixed["version"], "1.0.0", "{fixed}");
+}

@@ -65,6 +65,9 @@ struct RunState {
     stopped: Option<String>,
     /// Tool calls asked for in the current step (admitted or not).
     tool_calls_in_step: u32,
+    /// Host calls that wait (LLM requests, sandbox operations) asked for in
+    /// the current step, admitted or not, against `max_host_calls_per_step`.
+    host_calls_in_step: u32,
     /// Calls of the model whose arguments were over the limit and were
     /// replaced: call id → (the placeholder arguments, why it is refused).
     stripped_calls: HashMap<String, (String, String)>,
@@ -142,6 +145,7 @@ impl RunContext {
                 bytes_kept: 0,
                 stopped: None,
                 tool_calls_in_step: 0,
+                host_calls_in_step: 0,
                 stripped_calls: HashMap::new(),
             }),
             stop: CancellationToken::new(),
@@ -263,6 +267,45 @@ impl RunContext {
         }
     }
 
+    /// Counts one host call that waits (`what`: "an LLM request", "sandbox
+    /// `list_dir`") against `max_host_calls_per_step`; past it, `Err` says
+    /// why it must not be made, naming the key, and the first refusal of a
+    /// step is logged.
+    ///
+    /// Why a count and not a clock: the step deadline counts plugin time
+    /// only, because a slow model or a long command is not the plugin's
+    /// fault, so every wait pauses it. A plugin that does nothing but wait
+    /// (a tool looping `list_dir("/")`, a strategy looping `chat`) would
+    /// then never reach it and go on until `max_run_time`, loading the
+    /// engine or spending tokens all along. Refusing the call at once,
+    /// without waiting, lets the plugin's time count again, so such a loop
+    /// meets the step deadline within `step_timeout`. It is counted here,
+    /// in the loop that owns the run's limits and its step counter, not in
+    /// the plugin host, so no plugin can reset it.
+    pub fn admit_host_call(&self, what: &str) -> Result<(), String> {
+        let mut st = self.lock();
+        st.host_calls_in_step = st.host_calls_in_step.saturating_add(1);
+        let (n, max) = (st.host_calls_in_step, self.limits.max_host_calls_per_step);
+        if n <= max {
+            return Ok(());
+        }
+        if n == max + 1 {
+            warn!(run_id = %self.run_id, step = st.current_step, max, "further LLM requests and sandbox operations of this step are refused: max_host_calls_per_step");
+        }
+        Err(format!(
+            "{what} refused, not performed: it is host call {n} of step {} (LLM requests and sandbox operations), and max_host_calls_per_step is {max}",
+            st.current_step
+        ))
+    }
+
+    /// Whether host calls were refused in the current step, and the limit:
+    /// the step deadline a refused plugin then meets is named with it.
+    pub fn host_calls_refused(&self) -> Option<u32> {
+        let st = self.lock();
+        let max = self.limits.max_host_calls_per_step;
+        (st.host_calls_in_step > max).then_some(max)
+    }
+
     /// The resolved step limit (at least 1).
     pub fn max_steps(&self) -> u32 {
         self.settings.max_steps
@@ -295,6 +338,7 @@ impl RunContext {
         }
         st.current_step += 1;
         st.tool_calls_in_step = 0;
+        st.host_calls_in_step = 0;
         NextStep::Step {
             step: st.current_step,
             mark: st.memory.mark(),
@@ -419,6 +463,8 @@ impl RunHost for RunContext {
         tools: Vec<ToolSpec>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure> {
+        self.admit_host_call("an LLM request")
+            .map_err(ChatFailure::Failed)?;
         check_request(&messages)
             .map_err(|e| ChatFailure::Invalid(format!("invalid chat request, not sent: {e}")))?;
         let needed = estimate_tokens(&messages, &tools);

@@ -10,6 +10,7 @@
 //! run by the host), or wasmtime.
 
 pub mod context;
+pub mod counted_sandbox;
 pub mod events;
 pub mod limits;
 pub mod memory;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
 use super::context::{NextStep, RunContext};
+use super::counted_sandbox::CountedSandbox;
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::settings::{resolve, RunLimits, RunSettings};
@@ -351,8 +352,12 @@ async fn step_loop(
             )
         }
     }
+    // The tools act on the run's sandbox through the host-call budget; the
+    // loop's own calls (prepare, fatal_error, destroy) are not counted.
+    let tools_sandbox: Arc<dyn Sandbox> =
+        Arc::new(CountedSandbox::new(sandbox.clone(), ctx.clone()));
     let session =
-        StrategySession::start(&strategy, tools, sandbox.clone(), ctx.clone(), step_timeout);
+        StrategySession::start(&strategy, tools, tools_sandbox, ctx.clone(), step_timeout);
     let mut session = tokio::select! {
         _ = cancel.cancelled() => return (Outcome::Cancelled, None),
         r = session => match r {
@@ -407,10 +412,17 @@ async fn step_loop(
             }
             StepEnd::Overran { culprit } => {
                 warn!(plugin = %culprit, ?step_timeout, "step deadline exceeded");
+                // A plugin that only waited gets here once its waits were
+                // refused; saying so names the real cause.
+                let refused = ctx.host_calls_refused().map_or(String::new(), |max| {
+                    format!(
+                        " (its LLM requests and sandbox operations past max_host_calls_per_step ({max}) were refused)"
+                    )
+                });
                 return (
                     Outcome::Error,
                     Some(format!(
-                        "plugin `{culprit}` exceeded the step deadline of {}s at step {step}",
+                        "plugin `{culprit}` exceeded the step deadline of {}s at step {step}{refused}",
                         step_timeout.as_secs_f64()
                     )),
                 );

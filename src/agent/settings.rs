@@ -54,6 +54,9 @@ pub struct AgentConfig {
     /// `[agents.X] max_tool_calls_per_step`, over the daemon's. `None`:
     /// the daemon's.
     pub max_tool_calls_per_step: Option<u32>,
+    /// `[agents.X] max_host_calls_per_step`, over the daemon's. `None`:
+    /// the daemon's.
+    pub max_host_calls_per_step: Option<u32>,
 }
 
 impl AgentConfig {
@@ -74,6 +77,7 @@ impl AgentConfig {
             special_tools: None,
             max_run_time: None,
             max_tool_calls_per_step: None,
+            max_host_calls_per_step: None,
         }
     }
 }
@@ -87,6 +91,11 @@ pub const DEFAULT_MAX_RUN_BYTES: u64 = 64 << 20;
 /// `[daemon] max_tool_calls_per_step`: models ask for a handful of parallel
 /// calls; hundreds in one reply is a loop or an attack.
 pub const DEFAULT_MAX_TOOL_CALLS_PER_STEP: u32 = 32;
+/// `[daemon] max_host_calls_per_step`: LLM requests of the strategy plus
+/// sandbox operations of its tools in one step. A real step makes one or
+/// two requests and a tool a handful of operations per call (32 calls of
+/// `str_replace_editor` are about a hundred); a thousand is a loop.
+pub const DEFAULT_MAX_HOST_CALLS_PER_STEP: u32 = 1024;
 /// `[daemon] max_message_bytes` is at least this: a message's content (the
 /// review's suggestion; a whole book chapter fits).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
@@ -105,7 +114,7 @@ pub const MESSAGE_FRAMING_BYTES: usize = 64 << 10;
 /// how much a plugin or the model can make the host keep, and for how long
 /// a run may go on. Data is capped where it crosses into the host (the run
 /// context), before it is stored, put in an event or sent to followers.
-/// Built by `config` from `[daemon]` keys; two of them can be set per agent
+/// Built by `config` from `[daemon]` keys; three of them can be set per agent
 /// ([`RunLimits::for_agent`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunLimits {
@@ -119,6 +128,13 @@ pub struct RunLimits {
     /// Tool calls run per step; further calls get an error instead of
     /// running (counted host-side, whatever the strategy does).
     pub max_tool_calls_per_step: u32,
+    /// Host calls that wait per step: each LLM request the strategy makes
+    /// and each sandbox operation its tools make. The step deadline counts
+    /// plugin time only, so without this a plugin calling them in a loop
+    /// would wait (and spend tokens, and load the engine) until
+    /// `max_run_time`; past it the calls are refused at once, the plugin's
+    /// time counts again and the step deadline ends such a loop.
+    pub max_host_calls_per_step: u32,
     /// A message's content, as a strategy adds it or the model returns it.
     pub max_message_bytes: usize,
     /// One tool call's arguments, as the model returns them or a strategy
@@ -139,6 +155,7 @@ impl RunLimits {
             max_run_time: DEFAULT_MAX_RUN_TIME,
             max_run_bytes: DEFAULT_MAX_RUN_BYTES,
             max_tool_calls_per_step: DEFAULT_MAX_TOOL_CALLS_PER_STEP,
+            max_host_calls_per_step: DEFAULT_MAX_HOST_CALLS_PER_STEP,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES
                 .max(max_tool_result_bytes.saturating_mul(2)),
             max_tool_arguments_bytes: DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
@@ -153,6 +170,9 @@ impl RunLimits {
             max_tool_calls_per_step: agent
                 .max_tool_calls_per_step
                 .unwrap_or(self.max_tool_calls_per_step),
+            max_host_calls_per_step: agent
+                .max_host_calls_per_step
+                .unwrap_or(self.max_host_calls_per_step),
             ..*self
         }
     }

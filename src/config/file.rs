@@ -235,6 +235,9 @@ pub struct DaemonKeys {
     pub max_run_bytes: Option<u64>,
     /// Tool calls run per step; further ones get an error observation.
     pub max_tool_calls_per_step: Option<u32>,
+    /// LLM requests plus sandbox operations per step; further ones are
+    /// refused at once.
+    pub max_host_calls_per_step: Option<u32>,
     /// Bytes of a message's content.
     pub max_message_bytes: Option<usize>,
     /// Bytes of one tool call's arguments.
@@ -305,4 +308,6 @@ pub struct AgentKeys {
     pub max_run_time: Option<f64>,
     /// This agent's `[daemon] max_tool_calls_per_step`.
     pub max_tool_calls_per_step: Option<u32>,
+    /// This agent's `[daemon] max_host_calls_per_step`.
+    pub max_host_calls_per_step: Option<u32>,
 }

@@ -83,7 +83,8 @@ fn apply_agent_keys(agent: &mut AgentConfig, k: &AgentKeys) {
         max_observe,
         tool_choice,
         special_tools,
-        max_tool_calls_per_step
+        max_tool_calls_per_step,
+        max_host_calls_per_step
     );
 }
 
@@ -301,6 +302,12 @@ impl Config {
                     agent.name
                 )));
             }
+            if agent.max_host_calls_per_step == Some(0) {
+                return Err(invalid(format!(
+                    "[agents.{}] max_host_calls_per_step must be at least 1",
+                    agent.name
+                )));
+            }
         }
         let names: Vec<&str> = agents.keys().map(String::as_str).collect();
         let overrides = llm_overrides::resolve(&f.llm, &f.agents, &names, text).map_err(|r| {
@@ -512,6 +519,12 @@ fn run_limits(k: &file::DaemonKeys, output_limit: usize) -> Result<RunLimits, St
             return Err("[daemon] max_tool_calls_per_step must be at least 1".into());
         }
         limits.max_tool_calls_per_step = n;
+    }
+    if let Some(n) = k.max_host_calls_per_step {
+        if n == 0 {
+            return Err("[daemon] max_host_calls_per_step must be at least 1".into());
+        }
+        limits.max_host_calls_per_step = n;
     }
     // Below these a normal run cannot work: a tool result must fit its
     // note, a message its framing.

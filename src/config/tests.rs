@@ -330,6 +330,7 @@ fn run_limits_have_defaults_that_follow_the_sandbox_output_limit() {
     assert_eq!(l.max_run_time, Duration::from_secs(3600));
     assert_eq!(l.max_run_bytes, 64 << 20);
     assert_eq!(l.max_tool_calls_per_step, 32);
+    assert_eq!(l.max_host_calls_per_step, 1024);
     assert_eq!(l.max_tool_arguments_bytes, 256 << 10);
     assert_eq!(l.max_tool_result_bytes, 1 << 20, "[sandbox] output_limit");
     assert_eq!(l.max_message_bytes, 2 << 20, "twice a tool result");
@@ -340,23 +341,26 @@ fn run_limits_have_defaults_that_follow_the_sandbox_output_limit() {
 }
 
 #[test]
-fn run_limits_are_set_in_daemon_and_two_per_agent() {
+fn run_limits_are_set_in_daemon_and_three_per_agent() {
     let c = parse(
         "[daemon]\nmax_run_time = 90\nmax_run_bytes = 10485760\nmax_tool_calls_per_step = 4\n\
+         max_host_calls_per_step = 200\n\
          max_message_bytes = 524288\nmax_tool_arguments_bytes = 8192\nmax_tool_result_bytes = 65536\n\n\
-         [agents.quick]\nmax_run_time = 2.5\nmax_tool_calls_per_step = 1\n",
+         [agents.quick]\nmax_run_time = 2.5\nmax_tool_calls_per_step = 1\nmax_host_calls_per_step = 50\n",
     )
     .expect("valid");
     let l = c.daemon.run_limits;
     assert_eq!(l.max_run_time, Duration::from_secs(90));
     assert_eq!(l.max_run_bytes, 10 << 20);
     assert_eq!(l.max_tool_calls_per_step, 4);
+    assert_eq!(l.max_host_calls_per_step, 200);
     assert_eq!(l.max_message_bytes, 512 << 10);
     assert_eq!(l.max_tool_arguments_bytes, 8 << 10);
     assert_eq!(l.max_tool_result_bytes, 64 << 10);
     let quick = l.for_agent(c.agent("quick").expect("agent"));
     assert_eq!(quick.max_run_time, Duration::from_millis(2500));
     assert_eq!(quick.max_tool_calls_per_step, 1);
+    assert_eq!(quick.max_host_calls_per_step, 50);
     assert_eq!(quick.max_run_bytes, 10 << 20, "the rest is the daemon's");
     let manus = l.for_agent(c.agent("manus").expect("agent"));
     assert_eq!(manus, l);
@@ -388,6 +392,14 @@ fn run_limits_that_cannot_work_are_refused_naming_the_key() {
         (
             "[agents.a]\nmax_tool_calls_per_step = 0\n",
             "[agents.a] max_tool_calls_per_step",
+        ),
+        (
+            "[daemon]\nmax_host_calls_per_step = 0\n",
+            "[daemon] max_host_calls_per_step",
+        ),
+        (
+            "[agents.a]\nmax_host_calls_per_step = 0\n",
+            "[agents.a] max_host_calls_per_step",
         ),
     ] {
         let msg = parse(text).expect_err(text).to_string();

@@ -108,6 +108,8 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     // A compile cache or plugins folder that others can write to refuses
     // start-up: code may already have been planted there, and the operator
     // must look before agentd runs it (the message says how to fix it).
+    // Each plugin file is checked too: one that others can write is
+    // `failed` (naming the file and the fix), the rest serve.
     let plugins = Arc::new(
         PluginHost::with_settings(
             EngineLimits {
@@ -116,7 +118,8 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
             config.plugins,
         )?
         .with_cache_dir(config.daemon.state_dir.join("cache"))?
-        .with_follow_symlinks(config.daemon.follow_symlinks),
+        .with_follow_symlinks(config.daemon.follow_symlinks)
+        .with_file_checks(true),
     );
     let plugins_dir = config.daemon.plugins_dir.clone();
     load_plugins(&plugins, &plugins_dir, &bus).await?;

@@ -45,7 +45,7 @@ pub struct DaemonConfig {
     pub history_days: u32,
     pub max_request_bytes: usize,
     /// The limits of each run (`max_run_time`, `max_run_bytes`,
-    /// `max_tool_calls_per_step`, `max_message_bytes`,
+    /// `max_tool_calls_per_step`, `max_host_calls_per_step`, `max_message_bytes`,
     /// `max_tool_arguments_bytes`, `max_tool_result_bytes`), owned by the
     /// agent layer that enforces them.
     pub run_limits: RunLimits,

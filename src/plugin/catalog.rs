@@ -27,7 +27,11 @@
 //!   the daemon's authority over its sandboxes, so a folder others can write
 //!   to is refused at every scan, and links in it are not followed unless
 //!   the operator said so (`[daemon] follow_symlinks`): a link lets whoever
-//!   controls its target swap the code.
+//!   controls its target swap the code. The daemon also has each file
+//!   checked ([`Catalog::with_file_checks`]): a file others can write to, or
+//!   that someone else owns, is `failed` and never read, while the version
+//!   it loaded before (from bytes that were checked then) keeps serving, as
+//!   for any file that stops loading.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -39,7 +43,7 @@ use tracing::{info, warn};
 
 use super::cache::hex;
 use super::error::PluginError;
-use super::loader::{read_component, Loader};
+use super::loader::{read_component, Loader, ReadError, ReadRules};
 use super::meta::{PluginKind, PluginMeta};
 use super::registry::{LoadedPlugin, PluginSet};
 use super::trust;
@@ -197,8 +201,8 @@ pub struct Catalog {
     /// Published with the set, so `statuses()` never waits for a rescan.
     statuses: RwLock<Arc<Vec<PluginStatus>>>,
     /// Whether a link in the folder is loaded (its target read) or reported
-    /// `failed`.
-    follow_symlinks: bool,
+    /// `failed`, and whether each file's owner and mode are checked.
+    rules: ReadRules,
 }
 
 impl Default for Catalog {
@@ -214,14 +218,27 @@ impl Catalog {
             scan: tokio::sync::Mutex::new(ScanState::default()),
             current: RwLock::new(Arc::new(PluginSet::default())),
             statuses: RwLock::new(Arc::new(Vec::new())),
-            follow_symlinks: false,
+            rules: ReadRules::default(),
         }
     }
 
     /// Links in the folder are loaded when `follow` is true; otherwise each
     /// is reported `failed` with the reason and never read.
     pub fn with_follow_symlinks(mut self, follow: bool) -> Self {
-        self.follow_symlinks = follow;
+        self.rules.follow_symlinks = follow;
+        self
+    }
+
+    /// When `check` is true, a plugin file owned by someone other than this
+    /// process's user or root, or writable by its group or everyone, is
+    /// reported `failed` naming the file and the fix, and never read (see
+    /// [`trust::check_file`]). The daemon turns it on: its plugins serve
+    /// every user's runs with the daemon's (root-equivalent) authority, so
+    /// whoever can write one file can take them all over. Off by default,
+    /// for `run --local`, where the folder is a user's own and its files
+    /// are commonly 0664 under user-private groups.
+    pub fn with_file_checks(mut self, check: bool) -> Self {
+        self.rules.check_files = check;
         self
     }
 
@@ -293,7 +310,7 @@ impl Catalog {
         scope: Scope<'_>,
     ) -> Result<Vec<PluginChange>, PluginError> {
         trust::check_dir("plugins folder", dir)?;
-        let listed = list_plugin_files(dir, self.follow_symlinks).await?;
+        let listed = list_plugin_files(dir, self.rules.follow_symlinks).await?;
         // Bytes that failed are tried again on a full rescan: the failure may
         // have been the moment's (a probe timing out on a busy machine), not
         // the file's. The watcher's per-file rescans follow real changes only.
@@ -320,18 +337,15 @@ impl Catalog {
             let previous = files.get(&path).cloned();
             let kept = previous.as_ref().and_then(|p| p.offered.clone());
             let at_ms = now_ms();
-            let entry = match read_component(&path, self.follow_symlinks).await {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let entry = match read_component(&path, self.rules).await {
+                Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                     files.remove(&path);
                     continue;
                 }
                 Err(e) => FileEntry {
                     sha256: None,
                     at_ms,
-                    error: Some(PluginError::Io {
-                        path: path.clone(),
-                        message: e.to_string(),
-                    }),
+                    error: Some(e.into_plugin_error(&path)),
                     offered: kept,
                 },
                 Ok((bytes, sha)) => {

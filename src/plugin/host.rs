@@ -61,6 +61,14 @@ impl PluginHost {
         }
     }
 
+    /// See [`Catalog::with_file_checks`].
+    pub fn with_file_checks(self, check: bool) -> Self {
+        PluginHost {
+            loader: self.loader,
+            catalog: self.catalog.with_file_checks(check),
+        }
+    }
+
     /// See [`Loader::cache_dir`].
     pub fn cache_dir(&self) -> Option<&Path> {
         self.loader.cache_dir()

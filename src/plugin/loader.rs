@@ -21,6 +21,7 @@ use super::strategy::link_strategy;
 use super::strategy_host::StrategyState;
 use super::tool::link_tool;
 use super::tool_host::ToolState;
+use super::trust::{self, TrustError};
 
 /// A plugin file larger than this is refused before it is read: no real
 /// component comes near it, and reading it whole would let a stray file in
@@ -111,12 +112,13 @@ impl Loader {
     /// Compiles (or takes from the cache), type-checks and probes one
     /// component. It does not change what serves.
     pub async fn load_file(&self, path: &Path) -> Result<LoadedPlugin, PluginError> {
-        let (bytes, sha) = read_component(path, true)
+        let rules = ReadRules {
+            follow_symlinks: true,
+            check_files: false,
+        };
+        let (bytes, sha) = read_component(path, rules)
             .await
-            .map_err(|e| PluginError::Io {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| e.into_plugin_error(path))?;
         self.load_bytes(path, bytes, sha).await
     }
 
@@ -191,22 +193,67 @@ fn compile_error(e: &wasmtime::Error) -> String {
     }
 }
 
+/// How a plugin file may be read: the catalog's rules for its folder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct ReadRules {
+    /// Whether a symbolic link is followed; if not, it is refused unread.
+    pub follow_symlinks: bool,
+    /// Whether the opened file must be owned by this process's user or root
+    /// and writable by no one else ([`trust::check_file`]). On for the
+    /// daemon's folder, whose plugins every user's runs get; off for
+    /// `run --local`, which loads a user's own folder as that user, where
+    /// user-private groups make 0664 files the norm and the only one who can
+    /// plant code is someone who could already run it as that user.
+    pub check_files: bool,
+}
+
+/// Why a plugin file was not read.
+#[derive(Debug)]
+pub(super) enum ReadError {
+    /// It could not be opened or read: gone, a link not followed, too large.
+    Io(std::io::Error),
+    /// It was opened, but its owner or mode is not trusted, so it was not
+    /// read; the error names the file and the fix.
+    Untrusted(TrustError),
+}
+
+impl ReadError {
+    /// The plugin error reported for `path`.
+    pub(super) fn into_plugin_error(self, path: &Path) -> PluginError {
+        match self {
+            ReadError::Io(e) => PluginError::Io {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            },
+            ReadError::Untrusted(e) => PluginError::Untrusted(e),
+        }
+    }
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(e: std::io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
 /// Reads and hashes a plugin file on the blocking pool: files can be tens of
 /// megabytes (an interpreter compiled to wasm) and hashing them is CPU work.
-/// With `follow` false a link is refused (`O_NOFOLLOW`, so a link swapped in
-/// after the folder was listed is refused too) with a message saying how to
-/// allow links.
+/// Without `follow_symlinks` a link is refused (`O_NOFOLLOW`, so a link
+/// swapped in after the folder was listed is refused too) with a message
+/// saying how to allow links. With `check_files` the owner and mode are
+/// checked on the opened descriptor (`fstat`), before a byte is read: the
+/// file checked is the file read, whatever is renamed over the name meanwhile.
 pub(super) async fn read_component(
     path: &Path,
-    follow: bool,
-) -> std::io::Result<(Vec<u8>, [u8; 32])> {
+    rules: ReadRules,
+) -> Result<(Vec<u8>, [u8; 32]), ReadError> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
         let mut options = std::fs::File::options();
         options.read(true);
-        if !follow {
+        if !rules.follow_symlinks {
             options.custom_flags(libc::O_NOFOLLOW);
         }
         let file = options.open(&path).map_err(|e| {
@@ -220,22 +267,28 @@ pub(super) async fn read_component(
                 e
             }
         })?;
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
+        if rules.check_files {
+            trust::check_file(&path, &meta).map_err(ReadError::Untrusted)?;
+        }
+        let len = meta.len();
         if len > MAX_COMPONENT_BYTES {
             return Err(std::io::Error::other(format!(
                 "{len} bytes is larger than the {MAX_COMPONENT_BYTES} bytes a plugin may be"
-            )));
+            ))
+            .into());
         }
         let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
         if bytes.len() as u64 > MAX_COMPONENT_BYTES {
             return Err(std::io::Error::other(format!(
                 "larger than the {MAX_COMPONENT_BYTES} bytes a plugin may be"
-            )));
+            ))
+            .into());
         }
         let sha = sha256(&bytes);
         Ok((bytes, sha))
     })
     .await
-    .map_err(std::io::Error::other)?
+    .map_err(|e| ReadError::Io(std::io::Error::other(e)))?
 }

@@ -17,7 +17,8 @@
 //!
 //! Every file here uses only files below it, so each can be read (and
 //! changed) knowing only what is beneath. From the bottom:
-//! 1. `error`, `settings` (`[plugins]`), `bindings`, `clock`, `stdio`,
+//! 1. `error`, `settings` (`[plugins]`), `bindings`, `clock`, `log_rate`
+//!    (how fast one store may log), `stdio`,
 //!    `cache`, `run_host` (what the strategy world needs from a run);
 //! 2. over the bindings: `convert` and `compat_v0_1` (type conversions),
 //!    `meta` (what a plugin says about itself), `engine` (the pool and its
@@ -44,6 +45,7 @@ mod error;
 mod host;
 pub mod limits;
 mod loader;
+pub mod log_rate;
 mod meta;
 mod probe;
 pub mod registry;

@@ -1,4 +1,5 @@
-//! Plugin stdout/stderr go to the log, line by line, tagged with the plugin.
+//! Plugin stdout/stderr go to the log, line by line, tagged with the plugin,
+//! within the store's log rate ([`LogRate`]).
 
 use std::io;
 use std::pin::Pin;
@@ -8,18 +9,23 @@ use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
+use super::log_rate::LogRate;
+
 /// A plugin's stdout or stderr: each line goes to the log under the
-/// plugin's name.
+/// plugin's name, while the store's log rate allows.
 #[derive(Clone)]
 pub struct LogStream {
-    plugin: Arc<str>,
+    rate: Arc<LogRate>,
     stream: &'static str,
 }
 
 impl LogStream {
-    /// `stream` is `"stdout"` or `"stderr"`, as the log shows it.
-    pub fn new(plugin: Arc<str>, stream: &'static str) -> Self {
-        LogStream { plugin, stream }
+    /// `stream` is `"stdout"` or `"stderr"`, as the log shows it; `rate` is
+    /// the store's, shared with its other stream and its `logging.log`
+    /// (every `get-stdout` makes a new writer, so the budget cannot live in
+    /// the writer).
+    pub fn new(rate: Arc<LogRate>, stream: &'static str) -> Self {
+        LogStream { rate, stream }
     }
 }
 
@@ -32,7 +38,7 @@ impl IsTerminal for LogStream {
 impl StdoutStream for LogStream {
     fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
         Box::new(LineWriter {
-            plugin: self.plugin.clone(),
+            rate: self.rate.clone(),
             stream: self.stream,
             buf: Vec::new(),
         })
@@ -43,7 +49,7 @@ impl StdoutStream for LogStream {
 const MAX_LINE: usize = 8 * 1024;
 
 struct LineWriter {
-    plugin: Arc<str>,
+    rate: Arc<LogRate>,
     stream: &'static str,
     buf: Vec<u8>,
 }
@@ -51,9 +57,14 @@ struct LineWriter {
 impl LineWriter {
     fn emit(&mut self, upto: usize) {
         let line: Vec<u8> = self.buf.drain(..upto).collect();
+        // A line the filter leaves out takes nothing from the rate.
+        let shown = tracing::enabled!(target: "agentd::guest_output", tracing::Level::INFO);
+        if !shown || !self.rate.admit() {
+            return;
+        }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
-        tracing::info!(target: "agentd::guest_output", plugin = %self.plugin, stream = self.stream, "{text}");
+        tracing::info!(target: "agentd::guest_output", plugin = %self.rate.plugin(), stream = self.stream, "{text}");
     }
 
     /// Emits every complete line, and cuts a line at [`MAX_LINE`] bytes:
@@ -109,7 +120,7 @@ mod tests {
 
     fn writer() -> LineWriter {
         LineWriter {
-            plugin: "p".into(),
+            rate: LogRate::new("p".into()),
             stream: "stdout",
             buf: Vec::new(),
         }

@@ -1,7 +1,8 @@
 //! What every plugin store starts with, whichever world it serves: the
 //! epoch settings that let a deadline or a cancel stop the guest, the
 //! limits of `limits.rs` (memory, handles, bytes per call), WASI with
-//! nothing ambient, and the guest's log lines under its name.
+//! nothing ambient, and the guest's log lines under its name, within the
+//! store's log rate (`log_rate.rs`).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use super::bindings::v0_2::strategy::agentd::plugin::logging::Level;
 use super::limits::{
     capped_log_message, StoreLimiter, HOSTCALL_FUEL, MAX_COMPONENT_HANDLES, MAX_HOST_HANDLES,
 };
+use super::log_rate::LogRate;
 use super::stdio;
 
 /// The data of every plugin store gives access to its limiter, so
@@ -32,11 +34,12 @@ pub(super) fn capped_table() -> ResourceTable {
 
 /// WASI for a plugin: no preopened directories, no environment, no
 /// arguments, no network (the builder grants none of them unless asked);
-/// stdout and stderr go to the log under the plugin's name.
-pub(super) fn sandboxed_wasi(plugin: &Arc<str>) -> WasiCtx {
+/// stdout and stderr go to the log under the plugin's name, within `rate`,
+/// the store's log rate.
+pub(super) fn sandboxed_wasi(rate: &Arc<LogRate>) -> WasiCtx {
     WasiCtx::builder()
-        .stdout(stdio::LogStream::new(plugin.clone(), "stdout"))
-        .stderr(stdio::LogStream::new(plugin.clone(), "stderr"))
+        .stdout(stdio::LogStream::new(rate.clone(), "stdout"))
+        .stderr(stdio::LogStream::new(rate.clone(), "stderr"))
         .build()
 }
 
@@ -55,8 +58,23 @@ pub(super) fn new_store<T: Limited + 'static>(engine: &Engine, data: T) -> Store
 }
 
 /// A guest's `logging.log`, at its level, tagged with the plugin, cut to
-/// [`MAX_LOG_MESSAGE`](super::limits::MAX_LOG_MESSAGE) bytes.
-pub(super) fn plugin_log(plugin: &str, level: Level, message: &str) {
+/// [`MAX_LOG_MESSAGE`](super::limits::MAX_LOG_MESSAGE) bytes; dropped (and
+/// counted) past the store's log rate. A line the log filter leaves out
+/// (debug lines, by default) takes nothing from the rate, so a plugin's
+/// debug chatter never costs it the lines the operator does see.
+pub(super) fn plugin_log(rate: &LogRate, level: Level, message: &str) {
+    use tracing::Level as L;
+    let shown = match level {
+        Level::Trace => tracing::enabled!(target: "agentd::guest", L::TRACE),
+        Level::Debug => tracing::enabled!(target: "agentd::guest", L::DEBUG),
+        Level::Info => tracing::enabled!(target: "agentd::guest", L::INFO),
+        Level::Warn => tracing::enabled!(target: "agentd::guest", L::WARN),
+        Level::Error => tracing::enabled!(target: "agentd::guest", L::ERROR),
+    };
+    if !shown || !rate.admit() {
+        return;
+    }
+    let plugin: &str = rate.plugin();
     let message = capped_log_message(message);
     match level {
         Level::Trace => tracing::trace!(target: "agentd::guest", plugin, "{message}"),

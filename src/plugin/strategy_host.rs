@@ -18,6 +18,7 @@ use super::clock::StepClock;
 use super::compat_v0_1::{old, Conv};
 use super::convert::*;
 use super::limits::{LimitHit, StoreLimiter};
+use super::log_rate::LogRate;
 use super::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost};
 use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
 use super::tool::{ToolBox, ToolFailure};
@@ -29,6 +30,8 @@ pub struct StrategyState {
     table: ResourceTable,
     limiter: StoreLimiter,
     plugin: Arc<str>,
+    /// The store's log budget, shared with its stdout and stderr.
+    log_rate: Arc<LogRate>,
     host: Arc<dyn RunHost>,
     tools: ToolBox,
     clock: Arc<StepClock>,
@@ -44,11 +47,13 @@ impl StrategyState {
         clock: Arc<StepClock>,
         memory_limit: usize,
     ) -> Self {
+        let log_rate = LogRate::new(plugin.clone());
         StrategyState {
-            wasi: sandboxed_wasi(&plugin),
+            wasi: sandboxed_wasi(&log_rate),
             table: capped_table(),
             limiter: StoreLimiter::new(memory_limit),
             plugin,
+            log_rate,
             host,
             tools,
             clock,
@@ -95,7 +100,7 @@ impl wit::Host for StrategyState {}
 
 impl logging::Host for StrategyState {
     async fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
-        plugin_log(&self.plugin, level, &message);
+        plugin_log(&self.log_rate, level, &message);
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ use super::clock::{Paused, StepClock};
 use super::compat_v0_1::{old, Conv};
 use super::convert::sandbox_error;
 use super::limits::{LimitHit, StoreLimiter};
+use super::log_rate::LogRate;
 use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
 use crate::sandbox::{CommandSpec, Sandbox};
 
@@ -29,6 +30,8 @@ pub struct ToolState {
     table: ResourceTable,
     limiter: StoreLimiter,
     plugin: Arc<str>,
+    /// The store's log budget, shared with its stdout and stderr.
+    log_rate: Arc<LogRate>,
     sandbox: Arc<dyn Sandbox>,
     /// The run's step clock; sandbox waits do not count against the step
     /// deadline (commands have their own timeout).
@@ -44,11 +47,13 @@ impl ToolState {
         clock: Arc<StepClock>,
         memory_limit: usize,
     ) -> Self {
+        let log_rate = LogRate::new(plugin.clone());
         ToolState {
-            wasi: sandboxed_wasi(&plugin),
+            wasi: sandboxed_wasi(&log_rate),
             table: capped_table(),
             limiter: StoreLimiter::new(memory_limit),
             plugin,
+            log_rate,
             sandbox,
             clock,
         }
@@ -84,7 +89,7 @@ impl wit::Host for ToolState {}
 
 impl logging::Host for ToolState {
     async fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
-        plugin_log(&self.plugin, level, &message);
+        plugin_log(&self.log_rate, level, &message);
         Ok(())
     }
 }

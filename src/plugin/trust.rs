@@ -1,4 +1,4 @@
-//! Which folders the host may load code from.
+//! Which folders, and which files in them, the host may load code from.
 //!
 //! The plugins folder and the compile cache both hold code the daemon runs:
 //! the cache holds native machine code that wasmtime maps executable without
@@ -7,29 +7,37 @@
 //! someone else owns, is refused with the fix in the message, never
 //! re-permissioned quietly: a folder that was ever writable may already
 //! hold a planted file, and a silent chmod would hide that it happened.
+//!
+//! The folder's mode alone is not enough for the plugins folder: a file in
+//! a private folder can still be group-writable (an operator's `cp -p`, a
+//! umask of 002, an installer running as another user), and whoever can
+//! write the file can replace the code every run of every user gets. So
+//! the daemon checks each plugin file too ([`check_file`]), on the very
+//! descriptor it then reads, so the file cannot be swapped between the
+//! check and the read.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Why a folder is not trusted. Each message names the folder and the
-/// command that fixes it.
+/// Why a folder or a plugin file is not trusted. Each message names it and
+/// the command that fixes it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TrustError {
     /// The folder's metadata could not be read (it is missing, or a parent
     /// is not searchable).
-    #[error("cannot inspect the {what} {}: {message}", dir.display())]
+    #[error("cannot inspect the {what} {}: {message}", path.display())]
     Inspect {
-        /// Which folder: "plugins folder", "compile cache folder".
+        /// What it is: "plugins folder", "compile cache folder", "plugin file".
         what: &'static str,
-        /// The folder.
-        dir: PathBuf,
+        /// The folder or file.
+        path: PathBuf,
         /// The I/O error.
         message: String,
     },
     #[error(
         "the {what} {} is a symbolic link; refusing to load code through it \
          (point the configuration at the real folder)",
-        dir.display()
+        path.display()
     )]
     /// The folder itself is a link: its target's permissions are not the
     /// ones checked here.
@@ -37,30 +45,30 @@ pub enum TrustError {
         /// Which folder.
         what: &'static str,
         /// The link.
-        dir: PathBuf,
+        path: PathBuf,
     },
-    #[error("the {what} {} is not a directory", dir.display())]
+    #[error("the {what} {} is not a directory", path.display())]
     /// The path is a file or something else, not a folder.
     NotADirectory {
         /// Which folder.
         what: &'static str,
         /// The path.
-        dir: PathBuf,
+        path: PathBuf,
     },
     #[error(
         "the {what} {} belongs to uid {owner}, not to this process (uid {me}) or root; \
          refusing to load code from it (fix: chown {me} {})",
-        dir.display(),
-        dir.display()
+        path.display(),
+        path.display()
     )]
-    /// Someone other than this process's user or root owns the folder, so
-    /// they could change its mode and write into it at any time.
+    /// Someone other than this process's user or root owns the folder (or
+    /// file), so they could change its mode and write into it at any time.
     Owner {
-        /// Which folder.
+        /// What it is.
         what: &'static str,
-        /// The folder.
-        dir: PathBuf,
-        /// The folder's owner.
+        /// The folder or file.
+        path: PathBuf,
+        /// Its owner.
         owner: u32,
         /// This process's effective uid.
         me: u32,
@@ -69,18 +77,18 @@ pub enum TrustError {
         "the {what} {} is writable by {who} (mode {mode:04o}); refusing to load code from it, \
          since anyone who could write there could plant code that agentd runs \
          (fix: chmod go-w {}, and check what is in it)",
-        dir.display(),
-        dir.display()
+        path.display(),
+        path.display()
     )]
-    /// The folder is writable by its group or by everyone.
+    /// The folder (or file) is writable by its group or by everyone.
     Writable {
-        /// Which folder.
+        /// What it is.
         what: &'static str,
-        /// The folder.
-        dir: PathBuf,
+        /// The folder or file.
+        path: PathBuf,
         /// "its group" or "everyone".
         who: &'static str,
-        /// The folder's permission bits.
+        /// Its permission bits.
         mode: u32,
     },
 }
@@ -97,31 +105,40 @@ pub fn euid() -> u32 {
 pub fn check_dir(what: &'static str, dir: &Path) -> Result<(), TrustError> {
     let meta = std::fs::symlink_metadata(dir).map_err(|e| TrustError::Inspect {
         what,
-        dir: dir.to_path_buf(),
+        path: dir.to_path_buf(),
         message: e.to_string(),
     })?;
     if meta.file_type().is_symlink() {
         return Err(TrustError::Symlink {
             what,
-            dir: dir.to_path_buf(),
+            path: dir.to_path_buf(),
         });
     }
     if !meta.is_dir() {
         return Err(TrustError::NotADirectory {
             what,
-            dir: dir.to_path_buf(),
+            path: dir.to_path_buf(),
         });
     }
     check_meta(what, dir, meta.uid(), meta.mode())
 }
 
+/// Checks a plugin file already opened at `path`, from `meta`, the
+/// metadata of that open descriptor (`File::metadata` is an `fstat`): owned
+/// by this process's user or root, writable by no one else. Checking the
+/// descriptor that is then read, not the name, means a file swapped in
+/// after the check is never the one read.
+pub fn check_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), TrustError> {
+    check_meta("plugin file", path, meta.uid(), meta.mode())
+}
+
 /// The owner and mode rule, on values already read (an `fstat`).
-pub fn check_meta(what: &'static str, dir: &Path, uid: u32, mode: u32) -> Result<(), TrustError> {
+pub fn check_meta(what: &'static str, path: &Path, uid: u32, mode: u32) -> Result<(), TrustError> {
     let me = euid();
     if uid != me && uid != 0 {
         return Err(TrustError::Owner {
             what,
-            dir: dir.to_path_buf(),
+            path: path.to_path_buf(),
             owner: uid,
             me,
         });
@@ -135,7 +152,7 @@ pub fn check_meta(what: &'static str, dir: &Path, uid: u32, mode: u32) -> Result
     };
     Err(TrustError::Writable {
         what,
-        dir: dir.to_path_buf(),
+        path: path.to_path_buf(),
         who,
         mode: mode & 0o7777,
     })
@@ -170,6 +187,32 @@ mod tests {
             assert!(text.contains("chmod go-w"), "{text}");
         }
         chmod(dir.path(), 0o700);
+    }
+
+    #[test]
+    fn a_plugin_file_writable_by_others_is_refused_naming_it_and_the_fix() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("tool.wasm");
+        std::fs::write(&file, b"x").expect("write");
+        let check = |mode| {
+            chmod(&file, mode);
+            let opened = std::fs::File::open(&file).expect("open");
+            check_file(&file, &opened.metadata().expect("fstat"))
+        };
+        for ok in [0o600, 0o644, 0o444, 0o755] {
+            assert_eq!(check(ok), Ok(()), "{ok:o}");
+        }
+        for (bad, who) in [
+            (0o664, "its group"),
+            (0o666, "everyone"),
+            (0o646, "everyone"),
+        ] {
+            let text = check(bad).expect_err("refused").to_string();
+            assert!(text.contains("plugin file"), "{text}");
+            assert!(text.contains(&file.display().to_string()), "{text}");
+            assert!(text.contains(who), "{text}");
+            assert!(text.contains("chmod go-w"), "{text}");
+        }
     }
 
     #[test]

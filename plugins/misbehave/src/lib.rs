@@ -102,6 +102,24 @@ impl Guest for Misbehave {
             agent::finish();
             return Ok("R".repeat(10 << 20));
         }
+        if prompt.contains("chat-loop") {
+            return chat_loop();
+        }
+        if let Some(rest) = prompt.split("log-lines").nth(1) {
+            // `log-lines 1000`: that many lines through `logging.log` and
+            // as many on stdout, as fast as the guest can.
+            let n = rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u32>().ok())
+                .unwrap_or(100_000);
+            for i in 0..n {
+                agentd_strategy_sdk::log::info(&format!("misbehave log line {i}"));
+                println!("misbehave stdout line {i}");
+            }
+            agent::finish();
+            return Ok(format!("logged {n} lines twice"));
+        }
         if prompt.contains("print") {
             println!("hello from stdout");
             eprintln!("hello from stderr");
@@ -123,6 +141,21 @@ fn add_message_flood(bytes: usize) -> Result<String, Error> {
     loop {
         // Refusals are ignored on purpose: a hostile strategy would.
         let _ = core::hint::black_box(agent::add_message(&big));
+    }
+}
+
+/// A strategy that asks the model again and again whatever it answers:
+/// every request waits on the host (which pauses the step clock) and
+/// spends tokens. Never returns.
+fn chat_loop() -> Result<String, Error> {
+    let request = agentd_strategy_sdk::ChatRequest {
+        messages: agent::memory(),
+        tools: Vec::new(),
+        tool_choice: agentd_strategy_sdk::ToolChoice::None,
+    };
+    loop {
+        // Refusals are ignored on purpose, as above.
+        let _ = core::hint::black_box(agent::chat(&request));
     }
 }
 

@@ -2,13 +2,18 @@
 //! hands back can be tested: `{"output_bytes": N}` returns N bytes of text
 //! (128 MiB is what a wasm component can hand over in one call), and
 //! `{"error_bytes": N}` fails with an error message that long.
+//! `{"sandbox_loop": "list_dir"}` (or `"run"`) calls that sandbox
+//! operation forever, ignoring every answer: a tool that only ever waits on
+//! the host, which the step deadline (plugin time) alone never stops.
 
-use agentd_tool_sdk::{Error, Guest, Metadata, ToolSpec, export_tool, parse_args};
+use agentd_tool_sdk::{
+    Command, Error, Guest, Metadata, ToolSpec, export_tool, parse_args, sandbox,
+};
 use serde::Deserialize;
 
 const NAME: &str = "misbehave_tool";
 const DESCRIPTION: &str = "Test tool: returns (or fails with) as many bytes as asked.";
-const PARAMETERS: &str = r#"{"type":"object","properties":{"output_bytes":{"type":"integer"},"error_bytes":{"type":"integer"}}}"#;
+const PARAMETERS: &str = r#"{"type":"object","properties":{"output_bytes":{"type":"integer"},"error_bytes":{"type":"integer"},"sandbox_loop":{"type":"string"}}}"#;
 
 #[derive(Deserialize)]
 struct Args {
@@ -16,6 +21,8 @@ struct Args {
     output_bytes: usize,
     #[serde(default)]
     error_bytes: usize,
+    #[serde(default)]
+    sandbox_loop: Option<String>,
 }
 
 struct MisbehaveTool;
@@ -31,10 +38,25 @@ impl Guest for MisbehaveTool {
 
     fn invoke(arguments: String) -> Result<String, Error> {
         let args: Args = parse_args(&arguments)?;
+        if let Some(operation) = args.sandbox_loop {
+            sandbox_loop(&operation);
+        }
         if args.error_bytes > 0 {
             return Err(Error::failed("E".repeat(args.error_bytes)));
         }
         Ok("A".repeat(args.output_bytes))
+    }
+}
+
+/// Never returns: every answer, refusals included, is ignored, as a hostile
+/// tool would.
+fn sandbox_loop(operation: &str) -> ! {
+    loop {
+        if operation == "run" {
+            let _ = core::hint::black_box(sandbox::run(&Command::new("true")));
+        } else {
+            let _ = core::hint::black_box(sandbox::list_dir("/"));
+        }
     }
 }
 
