@@ -25,8 +25,10 @@
 //! would add an fsync per batch, to protect runs that the daemon would mark
 //! `interrupted` anyway after such a crash.
 
+mod pending;
 mod read;
 mod schema;
+mod write;
 mod writer;
 
 #[cfg(test)]
@@ -44,9 +46,11 @@ use crate::api::{EventLine, RunList, RunSummary, RunView};
 use crate::chat::Message;
 use crate::daemon::paging::PageRequest;
 
+pub use pending::MAX_PENDING_BYTES;
 use read::Readers;
-pub use writer::MAX_PENDING_BYTES;
-use writer::{Health, Op, Write};
+pub use write::RunRow;
+use write::Write;
+use writer::{Health, Op};
 
 /// The file name inside the state directory.
 pub const FILE_NAME: &str = "history.db";
@@ -203,12 +207,27 @@ impl History {
         self.inner.last_seq.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// Called on every change of the run (create, start, each step, end):
-    /// the row always holds the latest summary.
-    pub fn save_run(&self, run: &RunSummary) {
+    /// A new run: its row and its request, the one time the request is
+    /// written (it is up to `max_request_bytes`; every later change of the
+    /// run goes through [`History::save_run`], without it).
+    pub fn create_run(&self, run: &RunSummary) {
         // A seq chosen elsewhere must not be handed out again by `next_seq`.
         self.inner.last_seq.fetch_max(run.seq, Ordering::SeqCst);
-        self.send_write(Write::SaveRun(Box::new(run.clone())));
+        self.send_write(Write::CreateRun {
+            row: Box::new(RunRow::from(run)),
+            request: run.request.clone(),
+        });
+    }
+
+    /// Called on every later change of a run made by [`History::create_run`]
+    /// (start, each step, end): the row always holds the latest summary. It
+    /// takes the row without the request (a `&RunSummary` converts), so a
+    /// step copies no request; a run with no row is not created by this
+    /// (the write is counted as failed).
+    pub fn save_run(&self, run: impl Into<RunRow>) {
+        let row = run.into();
+        self.inner.last_seq.fetch_max(row.seq, Ordering::SeqCst);
+        self.send_write(Write::SaveRun(Box::new(row)));
     }
 
     pub fn append_event(&self, run_id: &str, line: &EventLine) {
@@ -290,10 +309,20 @@ impl History {
         self.send_write(Write::DeleteRun(id.to_string()));
     }
 
-    /// Runs `f` on the writer's connection, in queue order.
+    /// Runs `f` on the writer's connection, in queue order (the writes
+    /// before it in its batch are pending, not yet committed).
     #[cfg(test)]
     fn on_writer(&self, f: impl FnOnce(&rusqlite::Connection) + Send + 'static) {
         assert!(self.send(Op::Test(Box::new(f))), "writer gone");
+    }
+
+    /// How many writes the writer holds uncommitted, once it has taken
+    /// everything queued before this call.
+    #[cfg(test)]
+    async fn pending_writes(&self) -> usize {
+        let (reply, count) = oneshot::channel();
+        assert!(self.send(Op::PendingWrites(reply)), "writer gone");
+        count.await.expect("writer gone")
     }
 
     fn gone(&self) -> HistoryError {
