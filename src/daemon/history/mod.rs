@@ -36,7 +36,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -438,16 +438,44 @@ impl History {
     }
 
     /// False when the writer is gone (it only stops on drop or a panic).
-    /// Blocks while the queue is full: the writer drains it without waiting
+    /// Waits while the queue is full: the writer drains it without waiting
     /// for the disk, so the wait is one batch at most (backpressure rather
-    /// than unbounded memory).
+    /// than unbounded memory). Callers are mostly on tokio workers (a run's
+    /// event and message sinks), where a plain blocking wait would also
+    /// stall every other task of that worker, and with them the runs and
+    /// connections they drive: there the wait goes through `block_in_place`,
+    /// which hands the worker's tasks to another thread first.
     fn send(&self, op: Op) -> bool {
-        self.inner.tx.as_ref().is_some_and(|tx| tx.send(op).is_ok())
+        let Some(tx) = self.inner.tx.as_ref() else {
+            return false;
+        };
+        match tx.try_send(op) {
+            Ok(()) => true,
+            Err(TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(op)) => wait_to_send(tx, op),
+        }
     }
 
     fn count_error(&self, what: std::fmt::Arguments<'_>) {
         self.inner.errors.fetch_add(1, Ordering::Relaxed);
         tracing::error!(db = %self.inner.path.display(), "run history: {what}");
+    }
+}
+
+/// A blocking send that does not hold up a tokio worker's other tasks.
+/// `block_in_place` needs a multi-thread runtime (it panics on a
+/// current-thread one, whose only thread has no one to hand its tasks to:
+/// there, and outside any runtime, the send simply blocks the thread). On a
+/// multi-thread runtime's blocking thread or `block_on` thread it just runs
+/// the closure.
+fn wait_to_send(tx: &mpsc::SyncSender<Op>, op: Op) -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let on_multi_thread = Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if on_multi_thread {
+        tokio::task::block_in_place(|| tx.send(op).is_ok())
+    } else {
+        tx.send(op).is_ok()
     }
 }
 

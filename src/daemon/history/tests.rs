@@ -1175,3 +1175,63 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
     );
     assert_eq!((p.len(), p.bytes()), (8, sum(&p)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_producer_waiting_on_a_full_queue_does_not_stall_its_worker() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Running));
+    h.flush().await.unwrap();
+
+    // Hold the writer, so the queue fills and stays full.
+    let (entered_tx, entered) = std_mpsc::channel();
+    let (release, released) = std_mpsc::channel::<()>();
+    h.on_writer(move |_| {
+        let _ = entered_tx.send(());
+        let _ = released.recv_timeout(Duration::from_secs(120));
+    });
+    entered
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the writer took the closure");
+
+    // The producer runs on the runtime's only worker and never yields: the
+    // queue's last free place taken, its next send waits.
+    let total = writer::QUEUE_OPS + 100;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let producer = tokio::spawn({
+        let (h, sent) = (h.clone(), sent.clone());
+        async move {
+            for seq in 1..=total as u64 {
+                h.append_event("r", &step_started(seq));
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    // Polled from the test's own thread (not a worker), with std sleeps:
+    // tokio's timers are driven by the worker this test may find blocked.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sent.load(Ordering::SeqCst) < writer::QUEUE_OPS {
+        assert!(Instant::now() < deadline, "the queue did not fill");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(sent.load(Ordering::SeqCst) < total, "the queue is full");
+    // Another task on the same runtime: it runs only if the waiting
+    // producer gave up the worker.
+    let (ran_tx, ran) = std_mpsc::channel();
+    tokio::spawn(async move {
+        let _ = ran_tx.send(());
+    });
+    let other_ran = ran.recv_timeout(Duration::from_secs(30));
+    release.send(()).expect("the writer waits");
+    assert!(
+        other_ran.is_ok(),
+        "a producer waiting on the full queue blocked the runtime's worker"
+    );
+    producer.await.expect("the producer finished");
+    h.flush().await.unwrap();
+    assert_eq!(h.events("r", 0).await.unwrap().len(), total);
+    assert_eq!(h.write_errors(), 0);
+}

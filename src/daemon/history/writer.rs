@@ -3,9 +3,11 @@
 //!
 //! Why it is built this way:
 //! - **The queue is bounded** ([`QUEUE_OPS`]): a producer that finds it full
-//!   waits for the writer (backpressure). That wait is short, because the
-//!   writer never waits for the disk while ops are queued: what it cannot
-//!   commit goes to its own pending list and it keeps draining the queue.
+//!   waits for the writer (backpressure; on a tokio worker it waits through
+//!   `block_in_place`, so the other tasks of that worker keep running, see
+//!   `History::send`). That wait is short, because the writer never waits
+//!   for the disk while ops are queued: what it cannot commit goes to its
+//!   own pending list and it keeps draining the queue.
 //! - **A batch that does not commit is kept, not dropped.** When the disk is
 //!   full or the file read-only, every write not yet committed stays in
 //!   `pending` (in order, see `pending` for how a run's row writes are
