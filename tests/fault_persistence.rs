@@ -351,7 +351,7 @@ async fn a_full_state_disk_refuses_new_runs_with_503_keeps_runs_in_flight_and_re
         // Refused runs left nothing behind; accepted ones are there.
         let big_rows: i64 = open_db(&d)
             .query_row(
-                "SELECT COUNT(*) FROM runs WHERE length(request) > 100000",
+                "SELECT COUNT(*) FROM requests WHERE length(request) > 100000",
                 [],
                 |r| r.get(0),
             )

@@ -364,7 +364,7 @@ mod tests {
         let (_dir, h) = history();
         let log = Arc::new(EventLog::default());
         let mut f = Box::pin(follow("r".into(), Some(&log), h.clone(), 0, true));
-        h.save_run(&crate::api::RunSummary::queued("r", 1, "a", "x"));
+        h.create_run(&crate::api::RunSummary::queued("r", 1, "a", "x"));
         for seq in 1..=200u64 {
             let json =
                 serde_json::to_string(&crate::agent::RunEvent::StuckDetected { step: seq as u32 })

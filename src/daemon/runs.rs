@@ -19,7 +19,7 @@ use tracing::{info, warn, Instrument};
 
 use super::event_bus::EventBus;
 use super::event_log::EventLog;
-use super::history::History;
+use super::history::{History, RunRow};
 use super::paging::{approx_size, PageRequest};
 use crate::agent::{Agent, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
@@ -74,10 +74,12 @@ impl LiveRun {
         self.summary.lock_unpoisoned().list_row()
     }
 
-    fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunSummary {
+    /// Changes the summary and returns its row for the history: without
+    /// the request (up to 1 MiB), which is not copied at every step.
+    fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunRow {
         let mut s = self.summary.lock_unpoisoned();
         f(&mut s);
-        s.clone()
+        RunRow::from(&*s)
     }
 }
 
@@ -214,7 +216,7 @@ impl RunManager {
             publishing: Mutex::new(()),
         });
         self.lock_live().insert(id.clone(), run.clone());
-        self.history.save_run(&summary);
+        self.history.create_run(&summary);
         // A 201 means the run is on disk: a crash right after still lists it.
         if let Err(e) = self.history.flush().await {
             self.lock_live().remove(&id);
@@ -269,7 +271,7 @@ impl RunManager {
             s.state = RunState::Running;
             s.started_at_ms = Some(now_ms());
         });
-        self.history.save_run(&started);
+        self.history.save_run(started);
         let opts = RunOptions {
             run_id: Some(run.id.clone()),
             cancel: run.cancel.clone(),
@@ -309,7 +311,8 @@ impl RunManager {
     /// served from memory), and only then lets the run leave memory.
     async fn finish(&self, run: &Arc<LiveRun>, record: RunRecord) {
         let ended = run.update(|s| s.end(&record));
-        self.history.save_run(&ended);
+        let agent = ended.agent.clone();
+        self.history.save_run(ended);
         self.publish(
             run,
             RunEvent::RunEnded {
@@ -323,7 +326,7 @@ impl RunManager {
         self.lock_live().remove(&run.id);
         self.bus.publish(DaemonEvent::RunEnded {
             run_id: run.id.clone(),
-            agent: ended.agent.clone(),
+            agent,
             outcome: record.outcome,
         });
         info!(outcome = %record.outcome, steps = record.steps, "run recorded");
@@ -365,7 +368,7 @@ impl RunManager {
                         s.steps = step;
                         s.max_steps = Some(max);
                     });
-                    me.history.save_run(&s);
+                    me.history.save_run(s);
                 }
                 _ => {}
             }

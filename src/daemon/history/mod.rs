@@ -25,8 +25,10 @@
 //! would add an fsync per batch, to protect runs that the daemon would mark
 //! `interrupted` anyway after such a crash.
 
+mod pending;
 mod read;
 mod schema;
+mod write;
 mod writer;
 
 #[cfg(test)]
@@ -34,7 +36,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -44,9 +46,11 @@ use crate::api::{EventLine, RunList, RunSummary, RunView};
 use crate::chat::Message;
 use crate::daemon::paging::PageRequest;
 
+pub use pending::MAX_PENDING_BYTES;
 use read::Readers;
-pub use writer::MAX_PENDING_BYTES;
-use writer::{Health, Op, Write};
+pub use write::RunRow;
+use write::Write;
+use writer::{Health, Op};
 
 /// The file name inside the state directory.
 pub const FILE_NAME: &str = "history.db";
@@ -203,12 +207,27 @@ impl History {
         self.inner.last_seq.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// Called on every change of the run (create, start, each step, end):
-    /// the row always holds the latest summary.
-    pub fn save_run(&self, run: &RunSummary) {
+    /// A new run: its row and its request, the one time the request is
+    /// written (it is up to `max_request_bytes`; every later change of the
+    /// run goes through [`History::save_run`], without it).
+    pub fn create_run(&self, run: &RunSummary) {
         // A seq chosen elsewhere must not be handed out again by `next_seq`.
         self.inner.last_seq.fetch_max(run.seq, Ordering::SeqCst);
-        self.send_write(Write::SaveRun(Box::new(run.clone())));
+        self.send_write(Write::CreateRun {
+            row: Box::new(RunRow::from(run)),
+            request: run.request.clone(),
+        });
+    }
+
+    /// Called on every later change of a run made by [`History::create_run`]
+    /// (start, each step, end): the row always holds the latest summary. It
+    /// takes the row without the request (a `&RunSummary` converts), so a
+    /// step copies no request; a run with no row is not created by this
+    /// (the write is counted as failed).
+    pub fn save_run(&self, run: impl Into<RunRow>) {
+        let row = run.into();
+        self.inner.last_seq.fetch_max(row.seq, Ordering::SeqCst);
+        self.send_write(Write::SaveRun(Box::new(row)));
     }
 
     pub fn append_event(&self, run_id: &str, line: &EventLine) {
@@ -290,10 +309,20 @@ impl History {
         self.send_write(Write::DeleteRun(id.to_string()));
     }
 
-    /// Runs `f` on the writer's connection, in queue order.
+    /// Runs `f` on the writer's connection, in queue order (the writes
+    /// before it in its batch are pending, not yet committed).
     #[cfg(test)]
     fn on_writer(&self, f: impl FnOnce(&rusqlite::Connection) + Send + 'static) {
         assert!(self.send(Op::Test(Box::new(f))), "writer gone");
+    }
+
+    /// How many writes the writer holds uncommitted, once it has taken
+    /// everything queued before this call.
+    #[cfg(test)]
+    async fn pending_writes(&self) -> usize {
+        let (reply, count) = oneshot::channel();
+        assert!(self.send(Op::PendingWrites(reply)), "writer gone");
+        count.await.expect("writer gone")
     }
 
     fn gone(&self) -> HistoryError {
@@ -409,16 +438,44 @@ impl History {
     }
 
     /// False when the writer is gone (it only stops on drop or a panic).
-    /// Blocks while the queue is full: the writer drains it without waiting
+    /// Waits while the queue is full: the writer drains it without waiting
     /// for the disk, so the wait is one batch at most (backpressure rather
-    /// than unbounded memory).
+    /// than unbounded memory). Callers are mostly on tokio workers (a run's
+    /// event and message sinks), where a plain blocking wait would also
+    /// stall every other task of that worker, and with them the runs and
+    /// connections they drive: there the wait goes through `block_in_place`,
+    /// which hands the worker's tasks to another thread first.
     fn send(&self, op: Op) -> bool {
-        self.inner.tx.as_ref().is_some_and(|tx| tx.send(op).is_ok())
+        let Some(tx) = self.inner.tx.as_ref() else {
+            return false;
+        };
+        match tx.try_send(op) {
+            Ok(()) => true,
+            Err(TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(op)) => wait_to_send(tx, op),
+        }
     }
 
     fn count_error(&self, what: std::fmt::Arguments<'_>) {
         self.inner.errors.fetch_add(1, Ordering::Relaxed);
         tracing::error!(db = %self.inner.path.display(), "run history: {what}");
+    }
+}
+
+/// A blocking send that does not hold up a tokio worker's other tasks.
+/// `block_in_place` needs a multi-thread runtime (it panics on a
+/// current-thread one, whose only thread has no one to hand its tasks to:
+/// there, and outside any runtime, the send simply blocks the thread). On a
+/// multi-thread runtime's blocking thread or `block_on` thread it just runs
+/// the closure.
+fn wait_to_send(tx: &mpsc::SyncSender<Op>, op: Op) -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let on_multi_thread = Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if on_multi_thread {
+        tokio::task::block_in_place(|| tx.send(op).is_ok())
+    } else {
+        tx.send(op).is_ok()
     }
 }
 

@@ -20,18 +20,38 @@ use crate::sync::LockExt;
 /// overlap, the extra ones are closed after use.
 const MAX_IDLE: usize = 4;
 
-const RUN_COLUMNS: &str = "id, seq, agent, request, state, outcome, steps, max_steps, result, \
-     error, prompt_tokens, completion_tokens, created_at_ms, started_at_ms, ended_at_ms";
+/// A run's row and its request, which has a table of its own (it is written
+/// once, the row at every step). A run always has a request row (both are
+/// written in one transaction); a left join still serves a run that lost it
+/// (with an empty request) rather than hiding it.
+const RUN_FROM: &str = "runs LEFT JOIN requests ON requests.run_id = runs.id";
 
-/// As [`RUN_COLUMNS`] with the request and the result cut for a list row,
-/// and whether they were: SQLite cuts them, so a page of rows never reads
-/// whole requests or results.
+/// The columns [`RawRun::from_row`] reads, with the request and the result
+/// given as SQL expressions.
+fn run_columns(request: &str, result: &str) -> String {
+    format!(
+        "runs.id, runs.seq, runs.agent, {request}, runs.state, runs.outcome, runs.steps, \
+         runs.max_steps, {result}, runs.error, runs.prompt_tokens, runs.completion_tokens, \
+         runs.created_at_ms, runs.started_at_ms, runs.ended_at_ms"
+    )
+}
+
+/// All of a run's row, request and result whole.
+fn full_columns() -> String {
+    run_columns("coalesce(requests.request, '')", "runs.result")
+}
+
+/// As [`full_columns`] with the request and the result cut for a list row,
+/// and whether they were: SQLite cuts them, so a page of rows never hands
+/// whole requests or results to the daemon.
 fn list_columns() -> String {
     let (n, m) = (LIST_REQUEST_CHARS, LIST_RESULT_CHARS);
-    RUN_COLUMNS
-        .replacen("request,", &format!("substr(request, 1, {n}),"), 1)
-        .replacen("result,", &format!("substr(result, 1, {m}),"), 1)
-        + &format!(", length(request) > {n}, coalesce(length(result) > {m}, 0)")
+    run_columns(
+        &format!("substr(coalesce(requests.request, ''), 1, {n})"),
+        &format!("substr(runs.result, 1, {m})"),
+    ) + &format!(
+        ", coalesce(length(requests.request) > {n}, 0), coalesce(length(runs.result) > {m}, 0)"
+    )
 }
 
 /// Opening a connection parses the schema; keeping a few idle ones makes a
@@ -85,7 +105,10 @@ pub(super) struct Reader<'a> {
 
 impl Reader<'_> {
     pub(super) fn summary(&mut self, id: &str) -> Result<Option<RunSummary>, HistoryError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+        let sql = format!(
+            "SELECT {} FROM {RUN_FROM} WHERE runs.id = ?1",
+            full_columns()
+        );
         let raw = self
             .conn
             .prepare_cached(&sql)
@@ -154,7 +177,7 @@ impl Reader<'_> {
         before: Option<i64>,
     ) -> Result<RunList, HistoryError> {
         let sql = format!(
-            "SELECT {} FROM runs WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
+            "SELECT {} FROM {RUN_FROM} WHERE runs.seq < ?1 ORDER BY runs.seq DESC LIMIT ?2",
             list_columns()
         );
         // One row more than asked says whether another page exists.

@@ -60,7 +60,7 @@ async fn roundtrip_of_a_run_with_messages_and_events() {
     assert_eq!(h.path(), dir.path().join("state").join("history.db"));
     let mut run = summary("r1", h.next_seq(), RunState::Running);
     run.outcome = None;
-    h.save_run(&run);
+    h.create_run(&run);
     let messages = vec![
         Message::system("be brief"),
         Message::user("list files"),
@@ -154,7 +154,7 @@ async fn every_outcome_and_state_survives_storage() {
         assert_eq!(read::parse_outcome(outcome.as_str()), Some(outcome));
         let mut run = summary(&format!("o{i}"), h.next_seq(), RunState::Ended);
         run.outcome = Some(outcome);
-        h.save_run(&run);
+        h.create_run(&run);
     }
     for (i, state) in [RunState::Queued, RunState::Running]
         .into_iter()
@@ -163,7 +163,7 @@ async fn every_outcome_and_state_survives_storage() {
         let mut run = summary(&format!("s{i}"), h.next_seq(), state);
         run.max_steps = None;
         run.started_at_ms = None;
-        h.save_run(&run);
+        h.create_run(&run);
     }
     h.flush().await.unwrap();
     for (i, outcome) in outcomes.into_iter().enumerate() {
@@ -186,7 +186,7 @@ async fn list_pages_newest_first_with_next_before() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
     for i in 0..5 {
-        h.save_run(&summary(&format!("r{i}"), h.next_seq(), RunState::Ended));
+        h.create_run(&summary(&format!("r{i}"), h.next_seq(), RunState::Ended));
     }
     h.flush().await.unwrap();
 
@@ -222,11 +222,11 @@ async fn reopen_keeps_everything_and_seq_continues() {
     assert_eq!(h.next_seq(), 1);
     let seq = h.next_seq();
     assert_eq!(seq, 2);
-    h.save_run(&summary("kept", seq, RunState::Ended));
+    h.create_run(&summary("kept", seq, RunState::Ended));
     h.append_message("kept", 0, &Message::user("hi"));
     h.append_event("kept", &step_started(1));
     // A seq chosen elsewhere is never handed out again.
-    h.save_run(&summary("far", 40, RunState::Ended));
+    h.create_run(&summary("far", 40, RunState::Ended));
     assert_eq!(h.next_seq(), 41);
     // No flush: dropping the last handle must commit what is queued.
     drop(h.clone());
@@ -244,14 +244,14 @@ async fn reopen_keeps_everything_and_seq_continues() {
 async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    h.save_run(&summary("queued", 1, RunState::Queued));
+    h.create_run(&summary("queued", 1, RunState::Queued));
     let mut running = summary("running", 2, RunState::Running);
     running.steps = 3;
-    h.save_run(&running);
+    h.create_run(&running);
     h.append_event("running", &step_started(1));
     h.append_event("running", &step_started(2));
     let done = summary("done", 3, RunState::Ended);
-    h.save_run(&done);
+    h.create_run(&done);
     h.append_event("done", &step_started(1));
     // Queued, not flushed: interrupt runs behind these writes.
     h.interrupt_unfinished(77_000).await.unwrap();
@@ -310,7 +310,7 @@ async fn prune_deletes_old_ended_runs_with_their_rows() {
         if state == RunState::Running {
             run.ended_at_ms = Some(0); // only ended runs may go, whatever the column says
         }
-        h.save_run(&run);
+        h.create_run(&run);
         h.append_event(id, &step_started(1));
         h.append_message(id, 0, &Message::user("x"));
     }
@@ -428,6 +428,7 @@ fn handles_and_their_futures_cross_threads() {
 async fn flush_makes_earlier_writes_visible() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Queued));
     for step in 0..50 {
         let mut run = summary("r", 1, RunState::Running);
         run.steps = step;
@@ -443,7 +444,7 @@ async fn failed_writes_are_counted_and_the_writer_keeps_going() {
     let h = open(&dir);
     // No such run: the foreign key refuses it.
     h.append_event("ghost", &step_started(1));
-    h.save_run(&summary("r", 1, RunState::Running));
+    h.create_run(&summary("r", 1, RunState::Running));
     h.append_event("r", &step_started(1));
     // Same (run, seq) twice, and a seq SQLite cannot hold.
     h.append_event("r", &step_started(1));
@@ -464,7 +465,7 @@ async fn failed_writes_are_counted_and_the_writer_keeps_going() {
 async fn the_writer_keeps_up_with_a_flood_of_events() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    h.save_run(&summary("flood", 1, RunState::Running));
+    h.create_run(&summary("flood", 1, RunState::Running));
     let start = Instant::now();
     let n = 100_000u64;
     for seq in 1..=n {
@@ -499,7 +500,7 @@ async fn the_writer_keeps_up_with_a_flood_of_events() {
 async fn a_transcript_is_served_in_pages_with_a_cursor() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    h.save_run(&summary("long", 1, RunState::Ended));
+    h.create_run(&summary("long", 1, RunState::Ended));
     for i in 0..10u32 {
         h.append_message("long", i, &Message::user(format!("m{i}")));
     }
@@ -545,8 +546,8 @@ async fn list_rows_carry_a_cut_request_and_say_so() {
     let h = open(&dir);
     let mut big = summary("big", 1, RunState::Ended);
     big.request = "é".repeat(crate::api::LIST_REQUEST_CHARS * 100);
-    h.save_run(&big);
-    h.save_run(&summary("small", 2, RunState::Ended));
+    h.create_run(&big);
+    h.create_run(&summary("small", 2, RunState::Ended));
     h.flush().await.expect("flush");
     let list = h.list(10, None).await.unwrap();
     let row = |id: &str| list.runs.iter().find(|r| r.id == id).unwrap().clone();
@@ -586,7 +587,7 @@ async fn a_full_disk_fails_the_flush_keeps_the_writes_and_commits_them_when_it_r
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
     let committed = summary("before", 1, RunState::Ended);
-    h.save_run(&committed);
+    h.create_run(&committed);
     h.append_event("before", &step_started(1));
     h.flush().await.unwrap();
     assert_eq!(h.unavailable(), None);
@@ -594,7 +595,7 @@ async fn a_full_disk_fails_the_flush_keeps_the_writes_and_commits_them_when_it_r
     disk_full(&h, true);
     let mut big = summary("big", 2, RunState::Running);
     big.request = "x".repeat(200_000);
-    h.save_run(&big);
+    h.create_run(&big);
     let err = h.flush().await.expect_err("nothing can commit");
     assert!(
         matches!(&err, HistoryError::Unavailable { reason, .. } if reason.contains("full")),
@@ -636,21 +637,21 @@ fn read_only(h: &History, on: bool) {
 async fn a_refused_run_is_forgotten_and_interrupt_waits_in_order_on_a_read_only_disk() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    h.save_run(&summary("old", 1, RunState::Running));
+    h.create_run(&summary("old", 1, RunState::Running));
     h.flush().await.unwrap();
     read_only(&h, true);
     // Start-up on a full disk: the interrupt step cannot commit yet.
     let mut refused = summary("refused", 2, RunState::Queued);
     refused.request = "y".repeat(200_000);
     assert!(h.interrupt_unfinished(9_000).await.is_err());
-    h.save_run(&refused);
+    h.create_run(&refused);
     assert!(h.flush().await.is_err());
     h.forget_run("refused");
     // A later run, created after recovery, must not be interrupted by the
     // step that waited.
     read_only(&h, false);
     h.settle().await;
-    h.save_run(&summary("later", 3, RunState::Running));
+    h.create_run(&summary("later", 3, RunState::Running));
     h.flush().await.unwrap();
     assert!(h.get("refused").await.unwrap().is_none());
     let old = h.get("old").await.unwrap().unwrap().summary;
@@ -668,7 +669,7 @@ async fn the_database_is_created_private_whatever_the_umask() {
     let old = unsafe { libc::umask(0) };
     let h = open(&dir);
     unsafe { libc::umask(old) };
-    h.save_run(&summary("r", 1, RunState::Running));
+    h.create_run(&summary("r", 1, RunState::Running));
     h.flush().await.unwrap();
     for name in [FILE_NAME, "history.db-wal", "history.db-shm"] {
         let path = dir.path().join("state").join(name);
@@ -703,10 +704,10 @@ async fn list_rows_carry_a_cut_result_and_say_so() {
     let h = open(&dir);
     let mut big = summary("big", 1, RunState::Ended);
     big.result = Some("ü".repeat(crate::api::LIST_RESULT_CHARS * 50));
-    h.save_run(&big);
+    h.create_run(&big);
     let mut running = summary("running", 2, RunState::Running);
     running.result = None;
-    h.save_run(&running);
+    h.create_run(&running);
     h.flush().await.expect("flush");
     let list = h.list(10, None).await.unwrap();
     let row = |id: &str| list.runs.iter().find(|r| r.id == id).unwrap().clone();
@@ -727,4 +728,510 @@ async fn list_rows_carry_a_cut_result_and_say_so() {
     let live = big.list_row();
     assert_eq!(live.result, cut.result);
     assert!(live.result_truncated);
+}
+
+/// Runs `f` on the writer's connection, in queue order, and hands back what
+/// it returns.
+async fn ask_writer<T: Send + 'static>(
+    h: &History,
+    f: impl FnOnce(&rusqlite::Connection) -> T + Send + 'static,
+) -> T {
+    let (reply, answer) = oneshot::channel();
+    h.on_writer(move |conn| {
+        let _ = reply.send(f(conn));
+    });
+    answer.await.expect("the writer ran the closure")
+}
+
+#[tokio::test]
+async fn a_request_is_written_once_however_many_times_its_run_is_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let wal = dir.path().join("state").join("history.db-wal");
+    // No checkpoint from here on: the WAL keeps every page each commit
+    // wrote, so its size is what the saves cost. Temporary triggers (on the
+    // writer's connection only) count the writes to the requests.
+    let triggers = ask_writer(&h, |conn| {
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        conn.execute_batch(
+            "CREATE TEMP TABLE request_writes (kind TEXT NOT NULL);
+             CREATE TEMP TRIGGER request_inserted AFTER INSERT ON main.requests
+                 BEGIN INSERT INTO request_writes VALUES ('insert'); END;
+             CREATE TEMP TRIGGER request_updated AFTER UPDATE ON main.requests
+                 BEGIN INSERT INTO request_writes VALUES ('update'); END;",
+        )
+    })
+    .await;
+    let before = std::fs::metadata(&wal).map_or(0, |m| m.len());
+
+    let mut run = summary("big", 1, RunState::Queued);
+    run.request = "r".repeat(1 << 20);
+    h.create_run(&run);
+    h.flush().await.unwrap();
+    run.state = RunState::Running;
+    for step in 1..=50 {
+        // SQLite overwrites a row of unchanged size in place, skipping the
+        // overflow pages that did not change; a row that changes size (as
+        // at a run's start, its end, and as its counters and texts grow) is
+        // written whole. Each save here changes the row's size.
+        run.steps = step;
+        run.error = Some("e".repeat(step as usize));
+        h.save_run(&run);
+        // One commit per step, as a run's steps are in the daemon.
+        h.flush().await.unwrap();
+    }
+    let written = std::fs::metadata(&wal).unwrap().len() - before;
+    // The request once (1 MiB) and 50 small row updates; rewriting the
+    // request at each step would be over 50 MiB.
+    assert!(
+        written < 8 << 20,
+        "1 MiB request and 50 saves wrote {written} bytes to the WAL"
+    );
+    triggers.expect("count the writes to the requests table");
+    let writes: Vec<String> = ask_writer(&h, |conn| {
+        conn.prepare("SELECT kind FROM temp.request_writes")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(writes, ["insert"], "the request was written once");
+    let stored = h.summary("big").await.unwrap().expect("stored");
+    assert_eq!(stored, run, "the request is intact, the row the newest");
+    assert_eq!(h.write_errors(), 0);
+}
+
+/// The first schema, as agentd wrote it (migration 1); kept here verbatim so
+/// the upgrade is tested from what files in the field hold.
+const SCHEMA_1: &str = "
+    CREATE TABLE runs (
+        id                TEXT PRIMARY KEY NOT NULL,
+        seq               INTEGER NOT NULL UNIQUE,
+        agent             TEXT NOT NULL,
+        request           TEXT NOT NULL,
+        state             TEXT NOT NULL,
+        outcome           TEXT,
+        steps             INTEGER NOT NULL,
+        max_steps         INTEGER,
+        result            TEXT,
+        error             TEXT,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        created_at_ms     INTEGER NOT NULL,
+        started_at_ms     INTEGER,
+        ended_at_ms       INTEGER
+    );
+    CREATE INDEX runs_state ON runs(state);
+    CREATE INDEX runs_ended_at ON runs(ended_at_ms);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        seq    INTEGER NOT NULL,
+        at_ms  INTEGER NOT NULL,
+        event  TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE messages (
+        run_id  TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx     INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    );
+";
+
+/// Writes a run into a schema-1 file the way agentd 1 did.
+fn insert_v1_run(conn: &rusqlite::Connection, run: &RunSummary) {
+    conn.execute(
+        "INSERT INTO runs (id, seq, agent, request, state, outcome, steps, max_steps, result,
+                           error, prompt_tokens, completion_tokens, created_at_ms,
+                           started_at_ms, ended_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        rusqlite::params![
+            run.id,
+            run.seq,
+            run.agent,
+            run.request,
+            run.state.as_str(),
+            run.outcome.map(Outcome::as_str),
+            run.steps,
+            run.max_steps,
+            run.result,
+            run.error,
+            run.usage.prompt_tokens as i64,
+            run.usage.completion_tokens as i64,
+            run.created_at_ms,
+            run.started_at_ms,
+            run.ended_at_ms,
+        ],
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_schema_1_history_is_upgraded_with_its_runs_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let file = state.join(FILE_NAME);
+    let mut old = summary("old", 1, RunState::Ended);
+    old.request = "é".repeat(crate::api::LIST_REQUEST_CHARS * 3);
+    let mut running = summary("running", 2, RunState::Running);
+    running.outcome = None;
+    running.result = None;
+    running.ended_at_ms = None;
+    let messages = [Message::user("list files"), Message::assistant("done")];
+    let events = vec![
+        step_started(1),
+        line(
+            2,
+            RunEvent::RunEnded {
+                outcome: Outcome::Finished,
+                steps: 2,
+                error: None,
+            },
+        ),
+    ];
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute_batch(SCHEMA_1).unwrap();
+        conn.pragma_update(None, "application_id", 0x6167_6e64)
+            .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        insert_v1_run(&conn, &old);
+        insert_v1_run(&conn, &running);
+        for (i, m) in messages.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO messages (run_id, idx, message) VALUES ('old', ?1, ?2)",
+                rusqlite::params![i, serde_json::to_string(m).unwrap()],
+            )
+            .unwrap();
+        }
+        for e in &events {
+            conn.execute(
+                "INSERT INTO events (run_id, seq, at_ms, event) VALUES ('old', ?1, ?2, ?3)",
+                rusqlite::params![
+                    e.seq as i64,
+                    e.at_ms,
+                    serde_json::to_string(&e.event).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+    }
+
+    let h = History::open(&state).expect("a schema-1 history opens");
+    let view = h.get("old").await.unwrap().expect("the old run is kept");
+    assert_eq!(view.summary, old);
+    assert_eq!(view.messages, messages);
+    assert_eq!(h.events("old", 0).await.unwrap(), events);
+    assert_eq!(h.get("running").await.unwrap().unwrap().summary, running);
+    let list = h.list(10, None).await.unwrap();
+    assert_eq!(list.runs[1].id, "old");
+    assert!(list.runs[1].request_truncated);
+    assert_eq!(list.runs[1].request, old.list_row().request);
+    // The running run goes on being saved, without its request.
+    running.steps = 7;
+    h.save_run(&running);
+    h.flush().await.unwrap();
+    assert_eq!(h.summary("running").await.unwrap().unwrap(), running);
+
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('runs')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(!columns.iter().any(|c| c == "request"), "{columns:?}");
+    let requests: i64 = conn
+        .query_row("SELECT COUNT(*) FROM requests", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(requests, 2);
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    let orphans: i64 = conn
+        .query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(orphans, 0);
+    // Pruning the old run takes its request with it.
+    assert_eq!(h.prune(i64::MAX).await.unwrap(), 1);
+    let left: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM requests WHERE run_id = 'old'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+    assert_eq!(h.write_errors(), 0);
+}
+
+#[tokio::test]
+async fn a_runs_end_is_kept_past_the_pending_bound_while_events_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut run = summary("long", 1, RunState::Running);
+    run.outcome = None;
+    run.result = None;
+    run.ended_at_ms = None;
+    h.create_run(&run);
+    h.flush().await.unwrap();
+
+    disk_full(&h, true);
+    let output = "o".repeat(1 << 20);
+    let result = |seq: u64, output: &str| {
+        line(
+            seq,
+            RunEvent::ToolResult {
+                step: 1,
+                id: format!("call_{seq}"),
+                name: "bash".into(),
+                ok: true,
+                output: output.to_string(),
+            },
+        )
+    };
+    // 1 MiB events past the bound, then small ones (over 1 MiB of them) to
+    // fill what room the big ones left, to less than one small event.
+    let big = (MAX_PENDING_BYTES >> 20) as u64 + 8;
+    let n = big + 20_000;
+    for seq in 1..=n {
+        h.append_event(
+            "long",
+            &result(seq, if seq <= big { &output } else { "ok" }),
+        );
+    }
+    let ended = RunSummary {
+        state: RunState::Ended,
+        outcome: Some(Outcome::Finished),
+        steps: 1,
+        // Larger than a small event: it would not fit either.
+        result: Some("Step 1: done. ".repeat(100)),
+        ended_at_ms: Some(9_000),
+        ..run.clone()
+    };
+    h.save_run(&ended);
+    h.append_event(
+        "long",
+        &line(
+            n + 1,
+            RunEvent::RunEnded {
+                outcome: Outcome::Finished,
+                steps: 1,
+                error: None,
+            },
+        ),
+    );
+    assert!(h.flush().await.is_err());
+    let dropped = h.write_errors();
+    assert!(dropped > 0, "past the bound, events are dropped");
+
+    disk_full(&h, false);
+    h.settle().await;
+    h.flush().await.unwrap();
+    assert_eq!(
+        h.summary("long").await.unwrap().expect("stored"),
+        ended,
+        "the run's end was kept past the bound"
+    );
+    // The events kept are in order: the first ones, and perhaps the small
+    // run_ended that fitted in what room was left; the rest were dropped and
+    // counted.
+    let seqs: Vec<u64> = h
+        .event_lines("long", 0, u32::MAX)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(seq, _)| seq)
+        .collect();
+    assert_eq!(seqs.first(), Some(&1));
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert_eq!(seqs.len() as u64 + dropped, n + 1);
+    assert_eq!(h.write_errors(), dropped);
+}
+
+#[tokio::test]
+async fn a_runs_row_writes_are_one_pending_write_however_many_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut a = summary("a", 1, RunState::Queued);
+    h.create_run(&a);
+    h.flush().await.unwrap();
+
+    disk_full(&h, true);
+    // A run created while the disk refuses (its request needs new pages):
+    // from now on nothing commits.
+    let mut b = summary("b", 2, RunState::Queued);
+    b.request = "b".repeat(100_000);
+    h.create_run(&b);
+    assert!(h.flush().await.is_err(), "the disk refuses");
+    assert_eq!(h.pending_writes().await, 1);
+    a.state = RunState::Running;
+    for step in 1..=1000 {
+        a.steps = step;
+        h.save_run(&a);
+    }
+    assert_eq!(h.pending_writes().await, 2, "1000 saves, one pending write");
+    // b's creation takes its updates (and keeps its request), at its place
+    // before b's event.
+    h.append_event("b", &step_started(1));
+    b.state = RunState::Running;
+    for step in 1..=1000 {
+        b.steps = step;
+        h.save_run(&b);
+    }
+    assert_eq!(
+        h.pending_writes().await,
+        3,
+        "b's creation, a's row, b's event"
+    );
+    assert!(h.flush().await.is_err(), "still nothing committed");
+
+    disk_full(&h, false);
+    h.settle().await;
+    assert_eq!(h.pending_writes().await, 0);
+    assert_eq!(h.summary("a").await.unwrap().unwrap(), a);
+    assert_eq!(h.summary("b").await.unwrap().unwrap(), b);
+    assert_eq!(h.events("b", 0).await.unwrap(), vec![step_started(1)]);
+    assert_eq!(h.write_errors(), 0);
+}
+
+#[test]
+fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
+    use pending::{Pending, Push};
+    use write::{RunRow, Write};
+    let row = |id: &str, steps: u32, result: usize| {
+        let mut run = summary(id, 1, RunState::Running);
+        run.steps = steps;
+        run.result = Some("x".repeat(result));
+        Box::new(RunRow::from(&run))
+    };
+    let event = |run_id: &str, seq: u64| Write::Event {
+        run_id: run_id.into(),
+        seq,
+        at_ms: 0,
+        json: "{}".into(),
+    };
+    let sum = |p: &Pending| p.writes().iter().map(Write::size).sum::<usize>();
+    let mut p = Pending::default();
+    let create = Write::CreateRun {
+        row: row("a", 0, 0),
+        request: "q".repeat(1000),
+    };
+    assert_eq!(p.push(create, true), Push::Appended);
+    assert_eq!(p.push(event("a", 1), true), Push::Appended);
+    for (steps, result) in [(1, 10), (2, 5_000), (3, 20)] {
+        assert_eq!(
+            p.push(Write::SaveRun(row("a", steps, result)), true),
+            Push::Coalesced
+        );
+        assert_eq!(p.bytes(), sum(&p));
+    }
+    assert_eq!(p.len(), 2);
+    match &p.writes()[0] {
+        Write::CreateRun { row, request } => {
+            assert_eq!((row.steps, request.len()), (3, 1000));
+        }
+        _ => panic!("the creation stays first"),
+    }
+    // A deletion is a barrier for its run, an interrupt for every run.
+    p.push(Write::DeleteRun("a".into()), true);
+    assert_eq!(p.push(Write::SaveRun(row("a", 4, 0)), true), Push::Appended);
+    assert_eq!(p.push(Write::SaveRun(row("b", 1, 0)), true), Push::Appended);
+    p.push(Write::Interrupt { now_ms: 0 }, true);
+    assert_eq!(p.push(Write::SaveRun(row("b", 2, 0)), true), Push::Appended);
+    assert_eq!(
+        p.push(Write::SaveRun(row("b", 3, 0)), true),
+        Push::Coalesced
+    );
+    assert_eq!((p.len(), p.bytes()), (7, sum(&p)));
+    // Past the bound events go, rows stay; a restore keeps the coalescing.
+    let big = Write::Message {
+        run_id: "b".into(),
+        index: 0,
+        json: "m".repeat(MAX_PENDING_BYTES),
+    };
+    assert_eq!(p.push(big, true), Push::Dropped);
+    assert_eq!(p.push(event("b", 1), false), Push::Appended);
+    assert_eq!(
+        p.push(Write::SaveRun(row("b", 4, 0)), true),
+        Push::Coalesced
+    );
+    let writes = p.take();
+    assert_eq!((p.len(), p.bytes()), (0, 0));
+    assert_eq!(p.restore(writes), 0);
+    assert_eq!(
+        p.push(Write::SaveRun(row("b", 5, 0)), true),
+        Push::Coalesced
+    );
+    assert_eq!((p.len(), p.bytes()), (8, sum(&p)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_producer_waiting_on_a_full_queue_does_not_stall_its_worker() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Running));
+    h.flush().await.unwrap();
+
+    // Hold the writer, so the queue fills and stays full.
+    let (entered_tx, entered) = std_mpsc::channel();
+    let (release, released) = std_mpsc::channel::<()>();
+    h.on_writer(move |_| {
+        let _ = entered_tx.send(());
+        let _ = released.recv_timeout(Duration::from_secs(120));
+    });
+    entered
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the writer took the closure");
+
+    // The producer runs on the runtime's only worker and never yields: the
+    // queue's last free place taken, its next send waits.
+    let total = writer::QUEUE_OPS + 100;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let producer = tokio::spawn({
+        let (h, sent) = (h.clone(), sent.clone());
+        async move {
+            for seq in 1..=total as u64 {
+                h.append_event("r", &step_started(seq));
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    // Polled from the test's own thread (not a worker), with std sleeps:
+    // tokio's timers are driven by the worker this test may find blocked.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sent.load(Ordering::SeqCst) < writer::QUEUE_OPS {
+        assert!(Instant::now() < deadline, "the queue did not fill");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(sent.load(Ordering::SeqCst) < total, "the queue is full");
+    // Another task on the same runtime: it runs only if the waiting
+    // producer gave up the worker.
+    let (ran_tx, ran) = std_mpsc::channel();
+    tokio::spawn(async move {
+        let _ = ran_tx.send(());
+    });
+    let other_ran = ran.recv_timeout(Duration::from_secs(30));
+    release.send(()).expect("the writer waits");
+    assert!(
+        other_ran.is_ok(),
+        "a producer waiting on the full queue blocked the runtime's worker"
+    );
+    producer.await.expect("the producer finished");
+    h.flush().await.unwrap();
+    assert_eq!(h.events("r", 0).await.unwrap().len(), total);
+    assert_eq!(h.write_errors(), 0);
 }

@@ -3,18 +3,22 @@
 //!
 //! Why it is built this way:
 //! - **The queue is bounded** ([`QUEUE_OPS`]): a producer that finds it full
-//!   waits for the writer (backpressure). That wait is short, because the
-//!   writer never waits for the disk while ops are queued: what it cannot
-//!   commit goes to its own pending list and it keeps draining the queue.
+//!   waits for the writer (backpressure; on a tokio worker it waits through
+//!   `block_in_place`, so the other tasks of that worker keep running, see
+//!   `History::send`). That wait is short, because the writer never waits
+//!   for the disk while ops are queued: what it cannot commit goes to its
+//!   own pending list and it keeps draining the queue.
 //! - **A batch that does not commit is kept, not dropped.** When the disk is
 //!   full or the file read-only, every write not yet committed stays in
-//!   `pending` (in order) and the whole list is tried again every
+//!   `pending` (in order, see `pending` for how a run's row writes are
+//!   coalesced into one) and the whole list is tried again every
 //!   [`RETRY_EVERY`], so a transcript gets no holes when the disk recovers.
 //!   Pending writes are bounded by [`MAX_PENDING_BYTES`]; past that, new
-//!   writes are dropped and counted (`write_errors`) until the disk recovers.
-//!   While anything is pending the history reports itself unavailable, so the
-//!   API refuses new runs (`503 history_unavailable`) instead of accepting
-//!   runs it cannot record.
+//!   events and messages are dropped and counted (`write_errors`) until the
+//!   disk recovers, while runs' rows are still kept, so that no run stays
+//!   `running` because its end was dropped. While anything is pending the
+//!   history reports itself unavailable, so the API refuses new runs
+//!   (`503 history_unavailable`) instead of accepting runs it cannot record.
 //! - **A write that is wrong by itself** (a constraint it breaks) is dropped
 //!   and counted, and the rest of its batch still commits: retrying it could
 //!   never succeed.
@@ -29,9 +33,11 @@ use std::time::{Duration, Instant};
 use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use super::pending::{Pending, Push, MAX_PENDING_BYTES};
+use super::write::{RunRow, Write};
 use super::HistoryError;
 use crate::agent::{Outcome, RunEvent};
-use crate::api::{RunState, RunSummary};
+use crate::api::RunState;
 use crate::sync::LockExt;
 
 /// Most writes taken from the queue into one batch. Bounds how long a
@@ -42,10 +48,6 @@ const MAX_BATCH: usize = 8192;
 /// Ops the queue between the daemon and the writer holds. Past it a
 /// producer waits for the writer to take the next batch.
 pub(super) const QUEUE_OPS: usize = 16_384;
-
-/// Bytes of writes kept in memory while the history cannot be written (disk
-/// full, read-only). Past it, further writes are dropped and counted.
-pub const MAX_PENDING_BYTES: usize = 64 << 20;
 
 /// How often pending writes are tried again while the disk refuses them.
 pub(super) const RETRY_EVERY: Duration = Duration::from_secs(1);
@@ -69,61 +71,9 @@ pub(super) enum Op {
     /// SQLite answer "database or disk is full" without filling a disk).
     #[cfg(test)]
     Test(Box<dyn FnOnce(&Connection) + Send>),
-}
-
-pub(super) enum Write {
-    SaveRun(Box<RunSummary>),
-    Event {
-        run_id: String,
-        seq: u64,
-        at_ms: i64,
-        json: String,
-    },
-    Message {
-        run_id: String,
-        index: u32,
-        json: String,
-    },
-    /// A run whose creation was refused after its row was queued: it must
-    /// not appear later, when the queued row finally commits.
-    DeleteRun(String),
-    /// Start-up recovery: runs left queued or running end `interrupted`. A
-    /// write like the others, so that on a full disk it waits in order
-    /// before every later run's rows.
-    Interrupt {
-        now_ms: i64,
-    },
-}
-
-impl Write {
-    fn describe(&self) -> String {
-        match self {
-            Write::SaveRun(run) => format!("saving run {}", run.id),
-            Write::Event { run_id, seq, .. } => format!("appending event {seq} of run {run_id}"),
-            Write::Message { run_id, index, .. } => {
-                format!("appending message {index} of run {run_id}")
-            }
-            Write::DeleteRun(id) => format!("deleting the refused run {id}"),
-            Write::Interrupt { .. } => "marking runs left in flight as interrupted".into(),
-        }
-    }
-
-    /// About what it holds in memory, for the pending bound.
-    fn size(&self) -> usize {
-        let fixed = 64;
-        fixed
-            + match self {
-                Write::SaveRun(run) => {
-                    run.request.len()
-                        + run.result.as_ref().map_or(0, String::len)
-                        + run.error.as_ref().map_or(0, String::len)
-                        + run.agent.len()
-                }
-                Write::Event { json, .. } | Write::Message { json, .. } => json.len(),
-                Write::DeleteRun(id) => id.len(),
-                Write::Interrupt { .. } => 0,
-            }
-    }
+    /// Tests ask how many writes are pending (to see them coalesced).
+    #[cfg(test)]
+    PendingWrites(oneshot::Sender<usize>),
 }
 
 /// Whether the history can be written now; shared by the writer (which
@@ -159,8 +109,7 @@ pub(super) fn spawn(
                 path: db,
                 errors,
                 health,
-                pending: Vec::new(),
-                pending_bytes: 0,
+                pending: Pending::default(),
                 settles: Vec::new(),
                 last_attempt: None,
                 dropped: 0,
@@ -178,14 +127,14 @@ struct Writer {
     path: PathBuf,
     errors: Arc<AtomicU64>,
     health: Arc<Health>,
-    /// Writes received and not yet committed, in queue order.
-    pending: Vec<Write>,
-    pending_bytes: usize,
+    /// Writes received and not yet committed.
+    pending: Pending,
     /// `Settle`s waiting for `pending` to commit.
     settles: Vec<oneshot::Sender<()>>,
     /// When the last commit attempt failed; `None` while all is well.
     last_attempt: Option<Instant>,
-    /// Writes dropped past [`MAX_PENDING_BYTES`] since the disk failed.
+    /// Events and messages dropped past [`MAX_PENDING_BYTES`] since the
+    /// disk failed.
     dropped: u64,
 }
 
@@ -256,6 +205,10 @@ impl Writer {
                     // A test that fixed the disk wants the retry now.
                     self.last_attempt = self.last_attempt.map(|_| Instant::now() - RETRY_EVERY);
                 }
+                #[cfg(test)]
+                Op::PendingWrites(reply) => {
+                    let _ = reply.send(self.pending.len());
+                }
             }
         }
         // While the disk refuses, new ops do not each retry the whole
@@ -293,28 +246,37 @@ impl Writer {
         }
     }
 
-    /// Adds a write to `pending`, unless the pending bound is reached.
+    /// Adds a write to `pending` (coalesced with its run's pending row
+    /// write, or dropped past the pending bound while the disk refuses).
     fn keep(&mut self, write: Write) {
-        let size = write.size();
-        if !self.pending.is_empty() && self.pending_bytes + size > MAX_PENDING_BYTES {
-            if self.dropped == 0 {
-                tracing::error!(db = %self.path.display(), limit = MAX_PENDING_BYTES,
-                    "run history: the writes waiting for the disk reached their limit; \
-                     further writes are dropped until it can be written again");
-            }
-            self.dropped += 1;
-            self.errors.fetch_add(1, Ordering::Relaxed);
+        let refusing = self.last_attempt.is_some();
+        if self.pending.push(write, refusing) == Push::Dropped {
+            self.count_dropped(1);
+        }
+    }
+
+    /// Counts events and messages the pending bound dropped, and says so
+    /// once per outage.
+    fn count_dropped(&mut self, n: u64) {
+        if n == 0 {
             return;
         }
-        self.pending_bytes += size;
-        self.pending.push(write);
+        if self.dropped == 0 {
+            tracing::error!(db = %self.path.display(), limit = MAX_PENDING_BYTES,
+                pending_bytes = self.pending.bytes(),
+                "run history: the writes waiting for the disk reached their limit; \
+                 further events and messages are dropped until it can be written \
+                 again (runs' rows are kept)");
+        }
+        self.dropped += n;
+        self.errors.fetch_add(n, Ordering::Relaxed);
     }
 
     /// One transaction over everything pending. On success `pending` is
     /// empty and the history healthy; on a storage error everything stays
     /// pending and the history is unavailable, with the reason.
     fn attempt(&mut self) {
-        let writes = std::mem::take(&mut self.pending);
+        let writes = self.pending.take();
         let mut bad = vec![false; writes.len()];
         let outcome = (|| -> rusqlite::Result<()> {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -334,7 +296,6 @@ impl Writer {
         })();
         match outcome {
             Ok(()) => {
-                self.pending_bytes = 0;
                 if self.last_attempt.take().is_some() {
                     tracing::info!(db = %self.path.display(), committed = writes.len(),
                         dropped = self.dropped,
@@ -350,20 +311,22 @@ impl Writer {
                             "run history: rollback after a failed commit failed");
                     }
                 }
-                self.pending = writes
-                    .into_iter()
-                    .zip(bad)
-                    .filter_map(|(w, bad)| (!bad).then_some(w))
-                    .collect();
-                self.pending_bytes = self.pending.iter().map(Write::size).sum();
                 if self.last_attempt.is_none() {
                     tracing::error!(db = %self.path.display(), error = %e,
-                        pending = self.pending.len(),
+                        pending = writes.len(),
                         "run history: cannot write; new runs are refused and the writes \
                          of runs in flight are kept until it can");
                 }
                 self.last_attempt = Some(Instant::now());
                 self.health.set(Some(e.to_string()));
+                let dropped = self.pending.restore(
+                    writes
+                        .into_iter()
+                        .zip(bad)
+                        .filter_map(|(w, bad)| (!bad).then_some(w))
+                        .collect(),
+                );
+                self.count_dropped(dropped);
             }
         }
     }
@@ -400,7 +363,8 @@ impl Writer {
 
     fn write(&self, write: &Write) -> rusqlite::Result<()> {
         match write {
-            Write::SaveRun(run) => save_run(&self.conn, run),
+            Write::CreateRun { row, request } => create_run(&self.conn, row, request),
+            Write::SaveRun(row) => save_run(&self.conn, row),
             Write::Event {
                 run_id,
                 seq,
@@ -451,40 +415,76 @@ fn tokens(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn save_run(conn: &Connection, run: &RunSummary) -> rusqlite::Result<()> {
+/// The row, then the request, once: a run's later writes carry the row
+/// alone. Both in the writer's transaction; the request cannot fail on its
+/// own (its one constraint is the row just written).
+fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO runs (id, seq, agent, request, state, outcome, steps, max_steps, result,
-                           error, prompt_tokens, completion_tokens, created_at_ms,
-                           started_at_ms, ended_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT (id) DO UPDATE SET
-             seq = excluded.seq, agent = excluded.agent, request = excluded.request,
-             state = excluded.state, outcome = excluded.outcome, steps = excluded.steps,
-             max_steps = excluded.max_steps, result = excluded.result, error = excluded.error,
-             prompt_tokens = excluded.prompt_tokens,
-             completion_tokens = excluded.completion_tokens,
-             created_at_ms = excluded.created_at_ms, started_at_ms = excluded.started_at_ms,
-             ended_at_ms = excluded.ended_at_ms",
+        "INSERT INTO runs (id, seq, agent, state, outcome, steps, max_steps, result, error,
+                           prompt_tokens, completion_tokens, created_at_ms, started_at_ms,
+                           ended_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
-        run.id,
-        run.seq,
-        run.agent,
-        run.request,
-        run.state.as_str(),
-        run.outcome.map(Outcome::as_str),
-        run.steps,
-        run.max_steps,
-        run.result,
-        run.error,
-        tokens(run.usage.prompt_tokens),
-        tokens(run.usage.completion_tokens),
-        run.created_at_ms,
-        run.started_at_ms,
-        run.ended_at_ms,
-    ])
-    .map(drop)
+        row.id,
+        row.seq,
+        row.agent,
+        row.state.as_str(),
+        row.outcome.map(Outcome::as_str),
+        row.steps,
+        row.max_steps,
+        row.result,
+        row.error,
+        tokens(row.usage.prompt_tokens),
+        tokens(row.usage.completion_tokens),
+        row.created_at_ms,
+        row.started_at_ms,
+        row.ended_at_ms,
+    ])?;
+    conn.prepare_cached("INSERT INTO requests (run_id, request) VALUES (?1, ?2)")?
+        .execute(params![row.id, request])
+        .map(drop)
 }
+
+/// Rewrites the row of a run created before (its request is another table's
+/// row, untouched). A run with no row is an error: its creation was refused
+/// and deleted, and an update must not bring back a run without a request.
+fn save_run(conn: &Connection, row: &RunRow) -> rusqlite::Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE runs SET seq = ?2, agent = ?3, state = ?4, outcome = ?5, steps = ?6,
+                 max_steps = ?7, result = ?8, error = ?9, prompt_tokens = ?10,
+                 completion_tokens = ?11, created_at_ms = ?12, started_at_ms = ?13,
+                 ended_at_ms = ?14
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            row.id,
+            row.seq,
+            row.agent,
+            row.state.as_str(),
+            row.outcome.map(Outcome::as_str),
+            row.steps,
+            row.max_steps,
+            row.result,
+            row.error,
+            tokens(row.usage.prompt_tokens),
+            tokens(row.usage.completion_tokens),
+            row.created_at_ms,
+            row.started_at_ms,
+            row.ended_at_ms,
+        ])?;
+    if changed == 0 {
+        // The one rusqlite error that carries an error of ours; it is not a
+        // storage error, so the write is counted and the batch goes on.
+        return Err(rusqlite::Error::ToSqlConversionFailure(Box::new(NoSuchRun)));
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("there is no such run (its creation was refused, or it was never created)")]
+struct NoSuchRun;
 
 fn insert_event(
     conn: &Connection,

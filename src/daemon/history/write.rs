@@ -1,0 +1,115 @@
+//! What the writer thread writes: one [`Write`] per change, and the run's
+//! row without its request ([`RunRow`]).
+//!
+//! The request (up to `[daemon] max_request_bytes`, 1 MiB by default) is
+//! written once, when the run is created ([`Write::CreateRun`]), into its own
+//! table. Every later change of the run (start, each step, the end) carries
+//! only the row, so neither SQLite (which rewrites a whole row on update,
+//! overflow pages included) nor the queue copies the request again.
+
+use crate::agent::Outcome;
+use crate::api::{RunState, RunSummary};
+use crate::chat::Usage;
+
+/// A run's summary as its `runs` row holds it: everything but the request.
+/// Built under the live run's lock at each change; cloning it costs the
+/// small fields and the result (only set at the end), never the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: String,
+    pub seq: i64,
+    pub agent: String,
+    pub state: RunState,
+    pub outcome: Option<Outcome>,
+    pub steps: u32,
+    pub max_steps: Option<u32>,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub created_at_ms: i64,
+    pub started_at_ms: Option<i64>,
+    pub ended_at_ms: Option<i64>,
+}
+
+impl From<&RunSummary> for RunRow {
+    fn from(run: &RunSummary) -> Self {
+        RunRow {
+            id: run.id.clone(),
+            seq: run.seq,
+            agent: run.agent.clone(),
+            state: run.state,
+            outcome: run.outcome,
+            steps: run.steps,
+            max_steps: run.max_steps,
+            result: run.result.clone(),
+            error: run.error.clone(),
+            usage: run.usage,
+            created_at_ms: run.created_at_ms,
+            started_at_ms: run.started_at_ms,
+            ended_at_ms: run.ended_at_ms,
+        }
+    }
+}
+
+impl RunRow {
+    /// About what it holds in memory, for the pending bound.
+    fn size(&self) -> usize {
+        self.id.len()
+            + self.agent.len()
+            + self.result.as_ref().map_or(0, String::len)
+            + self.error.as_ref().map_or(0, String::len)
+    }
+}
+
+pub(super) enum Write {
+    /// A new run: its row and, the one time it is written, its request.
+    CreateRun { row: Box<RunRow>, request: String },
+    /// A change of a run created before: the row alone.
+    SaveRun(Box<RunRow>),
+    Event {
+        run_id: String,
+        seq: u64,
+        at_ms: i64,
+        json: String,
+    },
+    Message {
+        run_id: String,
+        index: u32,
+        json: String,
+    },
+    /// A run whose creation was refused after its row was queued: it must
+    /// not appear later, when the queued row finally commits.
+    DeleteRun(String),
+    /// Start-up recovery: runs left queued or running end `interrupted`. A
+    /// write like the others, so that on a full disk it waits in order
+    /// before every later run's rows.
+    Interrupt { now_ms: i64 },
+}
+
+impl Write {
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Write::CreateRun { row, .. } => format!("creating run {}", row.id),
+            Write::SaveRun(row) => format!("saving run {}", row.id),
+            Write::Event { run_id, seq, .. } => format!("appending event {seq} of run {run_id}"),
+            Write::Message { run_id, index, .. } => {
+                format!("appending message {index} of run {run_id}")
+            }
+            Write::DeleteRun(id) => format!("deleting the refused run {id}"),
+            Write::Interrupt { .. } => "marking runs left in flight as interrupted".into(),
+        }
+    }
+
+    /// About what it holds in memory, for the pending bound.
+    pub(super) fn size(&self) -> usize {
+        let fixed = 64;
+        fixed
+            + match self {
+                Write::CreateRun { row, request } => row.size() + request.len(),
+                Write::SaveRun(row) => row.size(),
+                Write::Event { json, .. } | Write::Message { json, .. } => json.len(),
+                Write::DeleteRun(id) => id.len(),
+                Write::Interrupt { .. } => 0,
+            }
+    }
+}
