@@ -339,6 +339,11 @@ pub struct EngineStatus {
     pub address: String,
     #[serde(default)]
     pub error: Option<String>,
+    /// What weakens the sandbox's isolation on this engine (seccomp off, no
+    /// user namespace, an engine or runc older than a security fix), found
+    /// when agentd first reached it.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Every error the API returns has this body.

@@ -130,6 +130,7 @@ async fn status(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Json<Statu
             reachable: true,
             address: "unix:///var/run/docker.sock".into(),
             error: None,
+            warnings: Vec::new(),
         },
         socket: "/run/agentd/agentd.sock".into(),
         state_dir: "/var/lib/agentd".into(),

@@ -118,3 +118,61 @@ async fn containers_of_daemon(d: &Daemon) -> usize {
     }
     n
 }
+
+/// `GET /v1/status` names what weakens the sandbox on this engine, as
+/// `docker info` and `docker version` show it: the warnings come from the
+/// real engine, not from a fixture.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_names_what_weakens_the_engine_s_isolation() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let d = tokio::task::block_in_place(|| Daemon::start(&llm, AGENTS));
+    let (status, v) = tokio::task::block_in_place(|| d.get("/v1/status"));
+    assert_eq!(status, 200, "{v}");
+    let engine = &v["sandbox_engine"];
+    assert_eq!(engine["reachable"], true, "{v}");
+    let warnings: Vec<String> = engine["warnings"]
+        .as_array()
+        .expect("warnings is a list")
+        .iter()
+        .map(|w| w.as_str().expect("text").to_string())
+        .collect();
+    let docker = |format: &str| {
+        let out = std::process::Command::new("docker")
+            .args(["info", "--format", format])
+            .output()
+            .expect("docker info");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let options = docker("{{json .SecurityOptions}}");
+    let has_userns = options.contains("name=userns") || options.contains("name=rootless");
+    assert_eq!(
+        warnings.iter().any(|w| w.contains("no user namespace")),
+        !has_userns,
+        "security options {options}: {warnings:?}"
+    );
+    let version = std::process::Command::new("docker")
+        .args(["version", "--format", "{{json .Server.Components}}"])
+        .output()
+        .expect("docker version");
+    let components: serde_json::Value =
+        serde_json::from_slice(&version.stdout).expect("components json");
+    let runc = components
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["Name"] == "runc"))
+        .and_then(|c| c["Version"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let numbers: Vec<u32> = runc
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    let old_runc = !runc.is_empty() && numbers < vec![1, 1, 12];
+    assert_eq!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("runc is version {runc}"))),
+        old_runc,
+        "runc {runc}: {warnings:?}"
+    );
+}

@@ -171,7 +171,12 @@ fn status_text(s: &Status) -> String {
         ("sandbox", sandbox),
         ("accepting", accepting.to_string()),
     ];
-    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
+    // Last, one a line: what an operator should fix about the engine.
+    let warnings = engine.warnings.iter().map(|w| ("warning", w.clone()));
+    rows.into_iter()
+        .chain(warnings)
+        .map(|(k, v)| format!("{k:<10} {}\n", super::sanitize::terminal_safe(&v)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -236,6 +241,7 @@ mod tests {
                 reachable: false,
                 address: "unix:///var/run/docker.sock".into(),
                 error: Some("no such file".into()),
+                warnings: vec!["the engine's runc is version 1.1.5".into()],
             },
             socket: "/run/agentd/agentd.sock".into(),
             state_dir: "/var/lib/agentd".into(),
@@ -254,6 +260,10 @@ mod tests {
         assert!(text.contains("runs       2 running, 0 queued\n"), "{text}");
         assert!(
             text.contains("sandbox    unix:///var/run/docker.sock (unreachable: no such file)\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("warning    the engine's runc is version 1.1.5\n"),
             "{text}"
         );
     }

@@ -86,12 +86,14 @@ async fn status(State(d): Shared) -> Json<Status> {
                 reachable: error.is_none(),
                 address: docker.engine_address().to_string(),
                 error,
+                warnings: docker.isolation_warnings(),
             }
         }
         None => EngineStatus {
             reachable: false,
             address: String::new(),
             error: d.docker_error.clone(),
+            warnings: Vec::new(),
         },
     };
     let snapshot = d.plugins.snapshot();

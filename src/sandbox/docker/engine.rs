@@ -78,8 +78,22 @@ impl Host {
     }
 }
 
+/// An engine connection, with what the engine said about the isolation it
+/// gives (see [`super::isolation`]).
+#[derive(Clone)]
+pub(crate) struct Connected {
+    pub(crate) docker: Docker,
+    pub(crate) warnings: Vec<String>,
+}
+
 /// Connects and settles on an API version both sides speak.
-pub(crate) async fn open(host: &Host, display: &str) -> Result<Docker, SandboxError> {
+pub(crate) async fn open(host: &Host, display: &str) -> Result<Connected, SandboxError> {
+    let docker = negotiate(host, display).await?;
+    let warnings = super::isolation::assess(&docker, display).await;
+    Ok(Connected { docker, warnings })
+}
+
+async fn negotiate(host: &Host, display: &str) -> Result<Docker, SandboxError> {
     let unreachable = |e: &DockerError| unreachable(display, e);
     let docker = host
         .connect(API_DEFAULT_VERSION)
@@ -100,62 +114,17 @@ pub(crate) async fn open(host: &Host, display: &str) -> Result<Docker, SandboxEr
         Err(e) => return Err(unreachable(&e)),
     };
     let Some(server) = server.filter(|v| v < API_DEFAULT_VERSION) else {
-        warn_about_isolation(&docker, display).await;
         return Ok(docker);
     };
-    let addr_for_log = display;
-    tracing::debug!(engine = %addr_for_log, api = %server, "using the engine's older API version");
+    // Not `%display`: the macro expands `%x` to a call of its own `display`.
+    let address = display;
+    tracing::debug!(engine = %address, api = %server, "using the engine's older API version");
     let docker = host.connect(&server).map_err(|e| unreachable(&e))?;
     match tokio::time::timeout(PROBE_TIMEOUT, docker.ping()).await {
         Err(_) => Err(no_answer(display)),
         Ok(Err(e)) => Err(unreachable(&e)),
-        Ok(Ok(_)) => {
-            warn_about_isolation(&docker, display).await;
-            Ok(docker)
-        }
+        Ok(Ok(_)) => Ok(docker),
     }
-}
-
-/// Logs what the engine's `SecurityOptions` say weakens the sandbox: the
-/// model's commands run in its containers, so an operator should know when
-/// seccomp is off or a container's uid is the same uid on the host. Only a
-/// warning: agentd's own hardening (no capabilities, no-new-privileges, an
-/// unprivileged user, a read-only root) still holds.
-async fn warn_about_isolation(docker: &Docker, engine: &str) {
-    let Ok(Ok(info)) = tokio::time::timeout(PROBE_TIMEOUT, docker.info()).await else {
-        return;
-    };
-    for warning in isolation_warnings(&info.security_options.unwrap_or_default()) {
-        tracing::warn!(engine, "{warning}");
-    }
-}
-
-/// The weaknesses `SecurityOptions` (`name=seccomp,profile=default`,
-/// `name=userns`, `name=rootless`, ...) show.
-fn isolation_warnings(options: &[String]) -> Vec<&'static str> {
-    let has = |name: &str| {
-        options
-            .iter()
-            .any(|o| o.split(',').any(|kv| kv == format!("name={name}")))
-    };
-    let seccomp_off = !has("seccomp")
-        || options
-            .iter()
-            .any(|o| o.contains("name=seccomp") && o.contains("profile=unconfined"));
-    let mut warnings = Vec::new();
-    if seccomp_off {
-        warnings.push(
-            "the Docker engine runs containers without seccomp: the model's commands reach \
-             every system call of the host kernel",
-        );
-    }
-    if !has("userns") && !has("rootless") {
-        warnings.push(
-            "the Docker engine has no user namespace (userns-remap or rootless): a sandbox's \
-             uid is the same uid on the host, so a runtime or kernel escape lands as that user",
-        );
-    }
-    warnings
 }
 
 fn parse_version(v: &str) -> Option<ClientVersion> {
@@ -310,25 +279,6 @@ pub(crate) fn is_no_such_container(err: &DockerError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_engine_s_security_options_name_what_weakens_the_sandbox() {
-        let opts = |o: &[&str]| o.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(
-            isolation_warnings(&opts(&["name=seccomp,profile=default", "name=userns"])).is_empty()
-        );
-        assert!(
-            isolation_warnings(&opts(&["name=seccomp,profile=builtin", "name=rootless"]))
-                .is_empty()
-        );
-        let w = isolation_warnings(&opts(&["name=seccomp,profile=default"]));
-        assert_eq!(w.len(), 1);
-        assert!(w[0].contains("user namespace"));
-        let w = isolation_warnings(&opts(&["name=seccomp,profile=unconfined", "name=userns"]));
-        assert_eq!(w.len(), 1);
-        assert!(w[0].contains("seccomp"));
-        assert_eq!(isolation_warnings(&[]).len(), 2);
-    }
 
     #[test]
     fn reads_the_maximum_version_from_the_refusal() {

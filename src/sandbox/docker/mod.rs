@@ -22,7 +22,8 @@
 //!   engine restart) does not linger.
 //!
 //! Module map: `engine` connects to the engine and words its errors;
-//! `container` creates and removes containers; `exec` runs one-off
+//! `isolation` warns about what weakens the sandbox on that engine (old
+//! engine or runc, no seccomp, no user namespace); `container` creates and removes containers; `exec` runs one-off
 //! commands; `shell` keeps the persistent session; `output` bounds what
 //! is buffered; `files` moves files; `reaper` removes orphans;
 //! `user` turns `[sandbox] user` into numbers; `provider` and `sandbox`
@@ -32,6 +33,7 @@ mod container;
 mod engine;
 mod exec;
 mod files;
+mod isolation;
 mod output;
 mod owner;
 mod provider;

@@ -8,7 +8,7 @@ use bollard::Docker;
 use tokio::sync::OnceCell;
 
 use super::container::Limits;
-use super::engine::{self, Host, PROBE_TIMEOUT};
+use super::engine::{self, Connected, Host, PROBE_TIMEOUT};
 use super::owner::Owner;
 use super::reaper;
 use super::sandbox::DockerSandbox;
@@ -29,7 +29,7 @@ pub(crate) struct Shared {
     pub(crate) engine: String,
     /// Set once the engine has answered; until then every use retries, so
     /// an engine started after the daemon is picked up.
-    docker: OnceCell<Docker>,
+    docker: OnceCell<Connected>,
     pub(crate) max_read_bytes: AtomicU64,
     owner: Owner,
     pub(crate) owner_label: String,
@@ -42,7 +42,7 @@ impl Shared {
         self.docker
             .get_or_try_init(|| engine::open(&self.host, &self.engine))
             .await
-            .cloned()
+            .map(|c| c.docker.clone())
     }
 
     /// The ids commands run as: from the configuration, or looked up once
@@ -121,6 +121,17 @@ impl DockerSandboxProvider {
     /// The configuration the sandboxes are made from.
     pub fn config(&self) -> &SandboxConfig {
         &self.shared.config
+    }
+
+    /// What weakens the sandbox's isolation on this engine (old runc, no
+    /// user namespace, ...), as found when it was first reached; empty
+    /// until then.
+    pub fn isolation_warnings(&self) -> Vec<String> {
+        self.shared
+            .docker
+            .get()
+            .map(|c| c.warnings.clone())
+            .unwrap_or_default()
     }
 
     /// Whether the engine answers, for status reports.
