@@ -227,23 +227,23 @@ pub struct DaemonKeys {
     /// Runs that ended longer ago than this many days are pruned; 0 keeps all.
     pub history_days: Option<u32>,
     /// Largest request body the API accepts, in bytes.
-    pub max_request_bytes: Option<usize>,
+    pub max_request_bytes: Option<super::size::ByteSize>,
     // The limits of each run (agent::RunLimits).
     /// Seconds of wall clock a run may take once it leaves the queue.
     pub max_run_time: Option<f64>,
     /// Bytes of transcript plus events one run may make the daemon keep.
-    pub max_run_bytes: Option<u64>,
+    pub max_run_bytes: Option<super::size::ByteSize>,
     /// Tool calls run per step; further ones get an error observation.
     pub max_tool_calls_per_step: Option<u32>,
     /// LLM requests plus sandbox operations per step; further ones are
     /// refused at once.
     pub max_host_calls_per_step: Option<u32>,
     /// Bytes of a message's content.
-    pub max_message_bytes: Option<usize>,
+    pub max_message_bytes: Option<super::size::ByteSize>,
     /// Bytes of one tool call's arguments.
-    pub max_tool_arguments_bytes: Option<usize>,
+    pub max_tool_arguments_bytes: Option<super::size::ByteSize>,
     /// Bytes of a tool's result kept (longer ones are cut with a note).
-    pub max_tool_result_bytes: Option<usize>,
+    pub max_tool_result_bytes: Option<super::size::ByteSize>,
     /// API connections open at once.
     pub max_connections: Option<usize>,
     /// API connections one user (uid) may have open at once.
@@ -278,7 +278,7 @@ pub struct SandboxKeys {
     /// Create the container when the run starts instead of on first use.
     pub create_on_start: Option<bool>,
     /// Bytes of stdout (and of stderr) kept per command.
-    pub output_limit: Option<usize>,
+    pub output_limit: Option<super::size::ByteSize>,
     /// Who commands run as: a user name of the image, `uid[:gid]`, or `root`.
     pub user: Option<String>,
     /// Size of the work dir's and of /tmp's tmpfs (`1g`, `256m`, ...).

@@ -171,8 +171,12 @@ impl Config {
             }
         };
         let d = SandboxConfig::default();
-        let output_limit = f.sandbox.output_limit.unwrap_or(d.output_limit);
+        let output_limit = size_key(&f.sandbox.output_limit, "[sandbox] output_limit")
+            .map_err(invalid)?
+            .unwrap_or(d.output_limit);
         let run_limits = run_limits(&f.daemon, output_limit).map_err(invalid)?;
+        let max_request_bytes =
+            size_key(&f.daemon.max_request_bytes, "[daemon] max_request_bytes").map_err(invalid)?;
         let positive_seconds = |value: Option<f64>, default: Duration, key: &str| match value {
             None => Ok(default),
             Some(t) => seconds(t).ok_or_else(|| {
@@ -218,9 +222,7 @@ impl Config {
             socket_group: f.daemon.socket_group.clone(),
             shutdown_grace,
             history_days: f.daemon.history_days.unwrap_or(DEFAULT_HISTORY_DAYS),
-            max_request_bytes: f
-                .daemon
-                .max_request_bytes
+            max_request_bytes: max_request_bytes
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
                 .max(1024),
             run_limits,
@@ -509,6 +511,14 @@ fn check_llm_keys(keys: &mut LlmKeys, config_dir: Option<&Path>) -> Result<(), S
 /// together. Errors start with `[daemon] key` so `locate` finds the line.
 fn run_limits(k: &file::DaemonKeys, output_limit: usize) -> Result<RunLimits, String> {
     let mut limits = RunLimits::with_output_limit(output_limit);
+    let max_tool_result_bytes =
+        size_key(&k.max_tool_result_bytes, "[daemon] max_tool_result_bytes")?;
+    let max_message_bytes = size_key(&k.max_message_bytes, "[daemon] max_message_bytes")?;
+    let max_tool_arguments_bytes = size_key(
+        &k.max_tool_arguments_bytes,
+        "[daemon] max_tool_arguments_bytes",
+    )?;
+    let max_run_bytes = size_key(&k.max_run_bytes, "[daemon] max_run_bytes")?.map(|n| n as u64);
     if let Some(t) = k.max_run_time {
         limits.max_run_time = seconds(t).ok_or_else(|| {
             format!("[daemon] max_run_time must be a positive number of seconds (at most a year), not {t}")
@@ -538,13 +548,13 @@ fn run_limits(k: &file::DaemonKeys, output_limit: usize) -> Result<RunLimits, St
             Ok(v)
         }
     };
-    if let Some(n) = k.max_tool_result_bytes {
+    if let Some(n) = max_tool_result_bytes {
         limits.max_tool_result_bytes = at_least("max_tool_result_bytes", n, MIN_BYTES)?;
-        if k.max_message_bytes.is_none() {
+        if max_message_bytes.is_none() {
             limits.max_message_bytes = limits.max_message_bytes.max(n.saturating_mul(2));
         }
     }
-    if let Some(n) = k.max_message_bytes {
+    if let Some(n) = max_message_bytes {
         limits.max_message_bytes = at_least("max_message_bytes", n, MIN_BYTES)?;
         let needed = limits
             .max_tool_result_bytes
@@ -556,10 +566,10 @@ fn run_limits(k: &file::DaemonKeys, output_limit: usize) -> Result<RunLimits, St
             ));
         }
     }
-    if let Some(n) = k.max_tool_arguments_bytes {
+    if let Some(n) = max_tool_arguments_bytes {
         limits.max_tool_arguments_bytes = at_least("max_tool_arguments_bytes", n, MIN_BYTES)?;
     }
-    if let Some(n) = k.max_run_bytes {
+    if let Some(n) = max_run_bytes {
         let min = (limits.max_message_bytes as u64).saturating_mul(2);
         if n < min {
             return Err(format!(
@@ -610,3 +620,15 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+/// A byte-size key (`1048576`, or `"1m"` as Docker writes sizes) in bytes,
+/// or `None` when it is not set; the error names `key`.
+fn size_key(value: &Option<size::ByteSize>, key: &str) -> Result<Option<usize>, String> {
+    let Some(size) = value else {
+        return Ok(None);
+    };
+    let bytes = size.bytes(key)?;
+    usize::try_from(bytes)
+        .map(Some)
+        .map_err(|_| format!("{key} is too large"))
+}

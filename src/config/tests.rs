@@ -556,3 +556,35 @@ fn only_one_key_setting_per_table() {
     assert!(c.llm.check_api_key("manus").is_err());
     assert!(c.llm.check_api_key("toolcall").is_ok());
 }
+
+#[test]
+fn byte_keys_take_sizes_with_units_like_the_memory_keys() {
+    let c = parse(
+        "[daemon]\nmax_request_bytes = \"2m\"\nmax_run_bytes = \"128MiB\"\n\
+         max_message_bytes = \"1m\"\nmax_tool_arguments_bytes = \"64k\"\n\
+         max_tool_result_bytes = \"256k\"\n\n[sandbox]\noutput_limit = \"512k\"\n",
+    )
+    .expect("valid");
+    assert_eq!(c.daemon.max_request_bytes, 2 << 20);
+    let l = &c.daemon.run_limits;
+    assert_eq!(l.max_run_bytes, 128 << 20);
+    assert_eq!(l.max_message_bytes, 1 << 20);
+    assert_eq!(l.max_tool_arguments_bytes, 64 << 10);
+    assert_eq!(l.max_tool_result_bytes, 256 << 10);
+    assert_eq!(c.sandbox.output_limit, 512 << 10);
+    // Plain numbers still mean bytes.
+    let c = parse("[daemon]\nmax_request_bytes = 65536\n").expect("valid");
+    assert_eq!(c.daemon.max_request_bytes, 64 << 10);
+    // A size that does not parse names its key and its line.
+    let msg = parse("[daemon]\n\nmax_run_bytes = \"lots\"\n")
+        .expect_err("not a size")
+        .to_string();
+    assert!(
+        msg.starts_with("/etc/agentd/agentd.toml:3: [daemon] max_run_bytes `lots` is not a size"),
+        "{msg}"
+    );
+    let msg = parse("[sandbox]\noutput_limit = \"1x\"\n")
+        .expect_err("not a size")
+        .to_string();
+    assert!(msg.contains("[sandbox] output_limit `1x`"), "{msg}");
+}
