@@ -519,6 +519,11 @@ fn status_keep_alive(s: &mut UnixStream) -> String {
 /// supplementary group: another socket user than the root test process.
 /// Returns the HTTP status curl saw and the body.
 fn curl_as_nobody(socket: &Path, group: u32, path: &str) -> (String, String) {
+    curl_as_nobody_with(socket, group, path, &[])
+}
+
+/// [`curl_as_nobody`] with more of curl's arguments (`-d BODY` to POST).
+fn curl_as_nobody_with(socket: &Path, group: u32, path: &str, extra: &[&str]) -> (String, String) {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new("curl");
     cmd.args([
@@ -530,6 +535,7 @@ fn curl_as_nobody(socket: &Path, group: u32, path: &str) -> (String, String) {
         "--unix-socket",
     ])
     .arg(socket)
+    .args(extra)
     .arg(format!("http://agentd{path}"));
     // SAFETY: only async-signal-safe calls between fork and exec. The
     // supplementary group has to be set while still root, so std's
@@ -725,4 +731,104 @@ async fn a_client_that_drips_a_request_body_gets_408_and_is_disconnected() {
         (first, bystander.id)
     });
     assert_no_containers(&[&first, &bystander_id]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_user_filling_its_share_of_the_queue_leaves_room_for_another() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs a client as another user and needs root"
+    );
+    const PER_USER: usize = 5;
+    const GROUP: u32 = 47_012;
+    let (llm, d) = daemon(&format!(
+        "max_concurrent_runs = 1\nmax_queued_runs = 20\nmax_queued_runs_per_user = {PER_USER}\nsocket_group = \"{GROUP}\""
+    ))
+    .await;
+    let (ids, bystander_id) = tokio::task::block_in_place(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let (committed, first) = commit_one(&d, &llm);
+        // The one slot is taken by a run whose model never answers, so
+        // every later run waits in the queue.
+        llm.push_for(
+            "block the slot",
+            [Reply::Delayed(
+                Duration::from_secs(600),
+                Box::new(Reply::terminate()),
+            )],
+        );
+        let blocker = d.create_run("bystander", "block the slot");
+        eventually(&d, "the blocker running", || {
+            d.get(&format!("/v1/runs/{blocker}")).1["state"] == "running"
+        });
+
+        // Root (this process) queues until it is refused: its share only.
+        let post = |i: usize| {
+            let body = serde_json::json!({"agent": "bystander", "request": format!("queued {i}")});
+            d.post("/v1/runs", &body.to_string())
+        };
+        let mut queued = Vec::new();
+        let refusal = loop {
+            let (status, v) = post(queued.len());
+            match status {
+                201 => queued.push(v["id"].as_str().expect("id").to_string()),
+                429 => break v,
+                other => panic!("POST /v1/runs answered {other}: {v}"),
+            }
+            assert!(queued.len() <= 20, "uid 0 queued past its share: {queued:?}");
+        };
+        assert_eq!(queued.len(), PER_USER, "exactly max_queued_runs_per_user queued");
+        assert_eq!(refusal["error"]["code"], "queue_full", "{refusal}");
+        let message = refusal["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("max_queued_runs_per_user"), "{refusal}");
+        assert!(message.contains("uid 0 "), "{refusal}");
+        assert_status_within_a_second(&d);
+
+        // Another user still gets a run queued.
+        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod dir");
+        let body = r#"{"agent": "bystander", "request": "queued by nobody"}"#;
+        let (code, answer) =
+            curl_as_nobody_with(&d.socket, GROUP, "/v1/runs", &["-d", body]);
+        assert_eq!(code, "201", "another user could not queue a run: {answer}");
+        let theirs: serde_json::Value = serde_json::from_str(&answer).expect("run json");
+        let theirs = theirs["id"].as_str().expect("id").to_string();
+        assert_eq!(d.get(&format!("/v1/runs/{theirs}")).1["state"], "queued");
+
+        // A place given back (a queued run cancelled) is root's again.
+        let (status, v) = d.post(&format!("/v1/runs/{}/cancel", queued[0]), "");
+        assert_eq!(status, 202, "{v}");
+        d.wait_run(&queued[0], Duration::from_secs(60));
+        let (status, v) = post(100);
+        assert_eq!(status, 201, "root could not queue again after a cancel: {v}");
+        queued.push(v["id"].as_str().expect("id").to_string());
+
+        let mut ids: Vec<String> = queued.iter().skip(1).cloned().collect();
+        ids.push(theirs);
+        for id in &ids {
+            let (status, v) = d.post(&format!("/v1/runs/{id}/cancel"), "");
+            assert_eq!(status, 202, "{v}");
+        }
+        for id in &ids {
+            let record = d.wait_run(id, Duration::from_secs(60));
+            assert_eq!(record["outcome"], "cancelled", "{record}");
+        }
+        let (status, v) = d.post(&format!("/v1/runs/{blocker}/cancel"), "");
+        assert_eq!(status, 202, "{v}");
+        d.wait_run(&blocker, Duration::from_secs(60));
+
+        let bystander = Bystander::start(&d, &llm);
+        bystander.finish(&d);
+        committed.assert_unchanged(&d);
+        ids.push(blocker);
+        ids.push(first);
+        ids.push(queued[0].clone());
+        (ids, bystander.id)
+    });
+    let mut all: Vec<&String> = ids.iter().collect();
+    all.push(&bystander_id);
+    let all: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
+    assert_no_containers(&all).await;
 }

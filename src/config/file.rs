@@ -250,6 +250,8 @@ pub struct DaemonKeys {
     pub max_connections_per_user: Option<usize>,
     /// Runs waiting for a slot before `POST /v1/runs` answers 429.
     pub max_queued_runs: Option<usize>,
+    /// Runs one user (uid) may have waiting for a slot.
+    pub max_queued_runs_per_user: Option<usize>,
     /// Seconds a client has to send a request's headers (also the idle
     /// keep-alive timeout).
     pub header_timeout: Option<f64>,

@@ -23,7 +23,7 @@ use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
     DaemonConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS,
     DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_USER,
-    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_QUEUED_RUNS_PER_USER, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
@@ -205,6 +205,25 @@ impl Config {
             Some(n) => n,
         }
         .min(max_connections);
+        // Every run holds a place from its creation until it gets a slot,
+        // so 0 would refuse them all.
+        let max_queued_runs = f
+            .daemon
+            .max_queued_runs
+            .unwrap_or(DEFAULT_MAX_QUEUED_RUNS)
+            .max(1);
+        // As for connections: 0 refused, above the queue clamped to it.
+        let max_queued_runs_per_user = match f.daemon.max_queued_runs_per_user {
+            None => DEFAULT_MAX_QUEUED_RUNS_PER_USER,
+            Some(0) => {
+                return Err(invalid(
+                    "[daemon] max_queued_runs_per_user must be at least 1 (0 would refuse every run)"
+                        .to_string(),
+                ))
+            }
+            Some(n) => n,
+        }
+        .min(max_queued_runs);
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -228,13 +247,8 @@ impl Config {
             run_limits,
             max_connections,
             max_connections_per_user,
-            // Every run holds a place from its creation until it gets a
-            // slot, so 0 would refuse them all.
-            max_queued_runs: f
-                .daemon
-                .max_queued_runs
-                .unwrap_or(DEFAULT_MAX_QUEUED_RUNS)
-                .max(1),
+            max_queued_runs,
+            max_queued_runs_per_user,
             header_timeout: positive_seconds(
                 f.daemon.header_timeout,
                 DEFAULT_HEADER_TIMEOUT,

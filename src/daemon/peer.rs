@@ -12,6 +12,16 @@ use std::os::fd::AsRawFd;
 
 use tokio::net::UnixStream;
 
+/// Who sent a request: the uid of its connection's peer, read at accept
+/// and put in every request's extensions by the accept loop. Handlers use
+/// it for per-user shares (`max_queued_runs_per_user`); it is `None` when
+/// the kernel gave no credentials (and for requests not served by the
+/// accept loop).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: Option<u32>,
+}
+
 /// The credentials of the process at the other end of a connection, as the
 /// kernel recorded them when it connected.
 #[derive(Debug, Clone, Default)]

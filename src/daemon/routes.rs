@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::Extension;
 use axum::http::{header, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -19,6 +20,7 @@ use super::body::{self, BodyLimits};
 use super::error::ApiError;
 use super::event_log;
 use super::paging::PageRequest;
+use super::peer::Caller;
 use super::runs::{CancelError, CreateError};
 use super::state::{AgentLookupError, Daemon};
 use crate::agent::settings::resolve;
@@ -193,8 +195,10 @@ async fn daemon_events(
 /// `curl -d` sends form encoding by default and should still just work.
 async fn create_run(
     State(d): Shared,
+    caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let uid = caller.and_then(|Extension(c)| c.uid);
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -223,10 +227,10 @@ async fn create_run(
         }
         AgentLookupError::Unusable { .. } => ApiError::bad_request(e.to_string()),
     })?;
-    match d.runs.create(agent, create.request).await {
+    match d.runs.create(agent, create.request, uid).await {
         Ok(view) => Ok((StatusCode::CREATED, Json(view)).into_response()),
         Err(CreateError::ShuttingDown) => Err(ApiError::shutting_down()),
-        Err(e @ CreateError::QueueFull { .. }) => {
+        Err(e @ (CreateError::QueueFull { .. } | CreateError::UserQueueFull { .. })) => {
             tracing::warn!(error = %e, "refused a run: the queue is full");
             Ok((
                 [(header::RETRY_AFTER, QUEUE_FULL_RETRY_AFTER)],

@@ -21,6 +21,7 @@ use super::event_bus::EventBus;
 use super::event_log::EventLog;
 use super::history::{History, RunRow};
 use super::paging::{approx_size, PageRequest};
+use super::user_slots::{UserSlot, UserSlots};
 use crate::agent::{Agent, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
 use crate::chat::Message;
@@ -90,6 +91,8 @@ pub enum CreateError {
     ShuttingDown,
     #[error("{max} runs are already waiting for a slot ([daemon] max_queued_runs); try again when some have started")]
     QueueFull { max: usize },
+    #[error("uid {} already has {max} runs waiting for a slot, the most one user may ([daemon] max_queued_runs_per_user); try again when some have started", uid.map_or_else(|| "unknown".to_string(), |u| u.to_string()))]
+    UserQueueFull { max: usize, uid: Option<u32> },
     /// The run could not be recorded, so it was not started: a `201` promises
     /// that the run is on disk.
     #[error("{0}")]
@@ -114,15 +117,21 @@ pub struct RunManager {
     /// (concurrent `POST`s cannot overshoot it) without scanning the map.
     queued: Arc<AtomicUsize>,
     max_queued: usize,
+    /// The same per uid of the client that created the run, so that one
+    /// user (or one runaway script) cannot fill the queue for everyone.
+    queued_by_user: UserSlots,
 }
 
 /// One place in the queue, given back when the run gets its slot or ends
-/// without one (cancelled while queued).
-struct QueuePlace(Arc<AtomicUsize>);
+/// without one (cancelled while queued); with it, its user's place.
+struct QueuePlace {
+    queued: Arc<AtomicUsize>,
+    _user: UserSlot,
+}
 
 impl Drop for QueuePlace {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.queued.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -131,11 +140,13 @@ impl RunManager {
         history: History,
         max_concurrent_runs: u32,
         max_queued_runs: usize,
+        max_queued_runs_per_user: usize,
         bus: Arc<EventBus>,
     ) -> Self {
         RunManager {
             queued: Arc::new(AtomicUsize::new(0)),
             max_queued: max_queued_runs,
+            queued_by_user: UserSlots::new(max_queued_runs_per_user),
             live: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(max_concurrent_runs.max(1) as usize)),
             history,
@@ -168,26 +179,40 @@ impl RunManager {
         })
     }
 
-    /// Takes a place in the queue, or says it is full. Every run queues
-    /// first, if only for a moment, so the cap counts runs that have no
-    /// slot yet, whatever `max_concurrent_runs` is.
-    fn take_queue_place(&self) -> Result<QueuePlace, CreateError> {
+    /// Takes a place in the queue for a run of `uid`, or says that the
+    /// queue, or that user's share of it, is full. Every run queues first,
+    /// if only for a moment, so the caps count runs that have no slot yet,
+    /// whatever `max_concurrent_runs` is.
+    fn take_queue_place(&self, uid: Option<u32>) -> Result<QueuePlace, CreateError> {
+        let user = self
+            .queued_by_user
+            .try_acquire(uid)
+            .ok_or(CreateError::UserQueueFull {
+                max: self.queued_by_user.max_per_user(),
+                uid,
+            })?;
         let max = self.max_queued;
         self.queued
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < max).then_some(n + 1)
             })
-            .map(|_| QueuePlace(self.queued.clone()))
+            .map(|_| QueuePlace {
+                queued: self.queued.clone(),
+                _user: user,
+            })
             .map_err(|_| CreateError::QueueFull { max })
     }
 
     /// Registers the run, makes it durable, and starts it (or queues it).
     /// Refused once shutdown has begun, and while the history cannot be
     /// written: the run is started only once its row is committed.
+    /// `uid` is the creating client's (its connection's credentials), for
+    /// its share of the queue.
     pub async fn create(
         self: &Arc<Self>,
         agent: Agent,
         request: String,
+        uid: Option<u32>,
     ) -> Result<RunView, CreateError> {
         if !self.accepting() {
             return Err(CreateError::ShuttingDown);
@@ -202,7 +227,7 @@ impl RunManager {
                 },
             ));
         }
-        let place = self.take_queue_place()?;
+        let place = self.take_queue_place(uid)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let summary =
             RunSummary::queued(&id, self.history.next_seq(), &agent.config().name, &request);

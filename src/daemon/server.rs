@@ -45,7 +45,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use super::peer::{AccessPolicy, Peer};
+use super::peer::{AccessPolicy, Caller, Peer};
+use tower::ServiceExt as _;
 use super::user_slots::{UserSlot, UserSlots};
 
 /// How long a refused peer may take to send its request before the `403`
@@ -125,6 +126,7 @@ pub async fn serve(
         connections.spawn(serve_connection(
             stream,
             app.clone(),
+            Caller { uid: peer.uid },
             limits.clone(),
             stop.clone(),
             held,
@@ -144,10 +146,17 @@ struct Held {
 async fn serve_connection(
     stream: UnixStream,
     app: Router,
+    caller: Caller,
     limits: ServerLimits,
     stop: CancellationToken,
     _held: Held,
 ) {
+    // Every request of the connection carries who sent it, as read at
+    // accept: the kernel's credentials, never something the client says.
+    let app = app.map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(caller);
+        request
+    });
     let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder

@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 pub const DEFAULT_MAX_CONNECTIONS_PER_USER: usize = 64;
 /// Each queued run holds its request (up to `max_request_bytes`) and a task.
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 1024;
+/// Half the queue: one user cannot take all of it, and another always finds
+/// room, while a single user's batch of hundreds still queues.
+pub const DEFAULT_MAX_QUEUED_RUNS_PER_USER: usize = 512;
 /// A local client sends a request's headers in microseconds; ten seconds
 /// is generous for a person typing into `socat` and short for a slowloris.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,6 +61,9 @@ pub struct DaemonConfig {
     /// Runs waiting for a slot (a run holds its place from creation until
     /// it gets one); past it `POST /v1/runs` answers 429. At least 1.
     pub max_queued_runs: usize,
+    /// Queued runs one uid may have; past it its `POST /v1/runs` answers
+    /// 429. At least 1, at most `max_queued_runs` (clamped).
+    pub max_queued_runs_per_user: usize,
     /// Time to send a request's headers, counted from the connection's
     /// start or the end of the previous response, so it is also the
     /// keep-alive idle timeout (hyper has one timer for both).

@@ -141,6 +141,7 @@ impl Daemon {
             p.history.clone(),
             p.config.daemon.max_concurrent_runs,
             p.config.daemon.max_queued_runs,
+            p.config.daemon.max_queued_runs_per_user,
             p.bus.clone(),
         ));
         let generation = Generation::new(p.config, p.plugins.clone(), p.sandboxes.clone());

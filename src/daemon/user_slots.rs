@@ -1,9 +1,11 @@
-//! Connections open per user, counted by the peer's uid from `SO_PEERCRED`
-//! at accept. The global cap (`max_connections`) alone lets one socket user
-//! hold every slot, and then nobody else, root's `agentd cancel` included,
-//! can get in; with a per-user cap below it, one user (root too: a root
-//! script can leak connections like any other) takes at most its share and
-//! the rest of the global cap stays open to others.
+//! Shares per user, counted by the peer's uid from `SO_PEERCRED` at accept:
+//! the connections one user has open (`max_connections_per_user`) and the
+//! runs one user has waiting in the queue (`max_queued_runs_per_user`).
+//! A global cap alone lets one socket user take all of it, and then nobody
+//! else, root's `agentd cancel` included, gets in (or gets a run queued);
+//! with a per-user cap below it, one user (root too: a root script can leak
+//! connections or flood the queue like any other) takes at most its share
+//! and the rest stays open to others.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
