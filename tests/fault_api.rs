@@ -777,9 +777,16 @@ async fn one_user_filling_its_share_of_the_queue_leaves_room_for_another() {
                 429 => break v,
                 other => panic!("POST /v1/runs answered {other}: {v}"),
             }
-            assert!(queued.len() <= 20, "uid 0 queued past its share: {queued:?}");
+            assert!(
+                queued.len() <= 20,
+                "uid 0 queued past its share: {queued:?}"
+            );
         };
-        assert_eq!(queued.len(), PER_USER, "exactly max_queued_runs_per_user queued");
+        assert_eq!(
+            queued.len(),
+            PER_USER,
+            "exactly max_queued_runs_per_user queued"
+        );
         assert_eq!(refusal["error"]["code"], "queue_full", "{refusal}");
         let message = refusal["error"]["message"].as_str().unwrap_or("");
         assert!(message.contains("max_queued_runs_per_user"), "{refusal}");
@@ -790,8 +797,7 @@ async fn one_user_filling_its_share_of_the_queue_leaves_room_for_another() {
         std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod dir");
         let body = r#"{"agent": "bystander", "request": "queued by nobody"}"#;
-        let (code, answer) =
-            curl_as_nobody_with(&d.socket, GROUP, "/v1/runs", &["-d", body]);
+        let (code, answer) = curl_as_nobody_with(&d.socket, GROUP, "/v1/runs", &["-d", body]);
         assert_eq!(code, "201", "another user could not queue a run: {answer}");
         let theirs: serde_json::Value = serde_json::from_str(&answer).expect("run json");
         let theirs = theirs["id"].as_str().expect("id").to_string();
@@ -802,7 +808,10 @@ async fn one_user_filling_its_share_of_the_queue_leaves_room_for_another() {
         assert_eq!(status, 202, "{v}");
         d.wait_run(&queued[0], Duration::from_secs(60));
         let (status, v) = post(100);
-        assert_eq!(status, 201, "root could not queue again after a cancel: {v}");
+        assert_eq!(
+            status, 201,
+            "root could not queue again after a cancel: {v}"
+        );
         queued.push(v["id"].as_str().expect("id").to_string());
 
         let mut ids: Vec<String> = queued.iter().skip(1).cloned().collect();

@@ -23,8 +23,8 @@ use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
     DaemonConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS,
     DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_USER,
-    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_QUEUED_RUNS_PER_USER, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
+    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_QUEUED_RUNS_PER_USER, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::PluginSettings;
@@ -215,12 +215,10 @@ impl Config {
         // As for connections: 0 refused, above the queue clamped to it.
         let max_queued_runs_per_user = match f.daemon.max_queued_runs_per_user {
             None => DEFAULT_MAX_QUEUED_RUNS_PER_USER,
-            Some(0) => {
-                return Err(invalid(
-                    "[daemon] max_queued_runs_per_user must be at least 1 (0 would refuse every run)"
-                        .to_string(),
-                ))
-            }
+            Some(0) => return Err(invalid(
+                "[daemon] max_queued_runs_per_user must be at least 1 (0 would refuse every run)"
+                    .to_string(),
+            )),
             Some(n) => n,
         }
         .min(max_queued_runs);

@@ -594,11 +594,15 @@ fn the_per_user_queue_share_has_a_default_and_bounds() {
     let d = Config::defaults().daemon;
     assert_eq!(d.max_queued_runs, 1024);
     assert_eq!(d.max_queued_runs_per_user, 512);
-    let c = parse("[daemon]\nmax_queued_runs = 100\nmax_queued_runs_per_user = 10\n").expect("valid");
+    let c =
+        parse("[daemon]\nmax_queued_runs = 100\nmax_queued_runs_per_user = 10\n").expect("valid");
     assert_eq!(c.daemon.max_queued_runs_per_user, 10);
     // Above the queue it is the queue: lowering max_queued_runs alone stays valid.
     let c = parse("[daemon]\nmax_queued_runs = 100\n").expect("valid");
     assert_eq!(c.daemon.max_queued_runs_per_user, 100);
     let e = parse("[daemon]\nmax_queued_runs_per_user = 0\n").expect_err("zero");
-    assert!(e.to_string().contains("[daemon] max_queued_runs_per_user"), "{e}");
+    assert!(
+        e.to_string().contains("[daemon] max_queued_runs_per_user"),
+        "{e}"
+    );
 }

@@ -46,8 +46,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use super::peer::{AccessPolicy, Caller, Peer};
-use tower::ServiceExt as _;
 use super::user_slots::{UserSlot, UserSlots};
+use tower::ServiceExt as _;
 
 /// How long a refused peer may take to send its request before the `403`
 /// is written anyway and the socket closed.
