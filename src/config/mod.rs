@@ -190,21 +190,14 @@ impl Config {
             .max_connections
             .unwrap_or(DEFAULT_MAX_CONNECTIONS)
             .max(1);
-        // 0 would lock every user out, root included: refused, not rounded
-        // up, since it cannot be what was meant. Above max_connections it
-        // would be no cap at all; clamped rather than refused, so lowering
-        // max_connections alone (under the default 64) stays valid.
-        let max_connections_per_user = match f.daemon.max_connections_per_user {
-            None => DEFAULT_MAX_CONNECTIONS_PER_USER,
-            Some(0) => {
-                return Err(invalid(
-                    "[daemon] max_connections_per_user must be at least 1 (0 would refuse every connection)"
-                        .to_string(),
-                ))
-            }
-            Some(n) => n,
-        }
-        .min(max_connections);
+        let max_connections_per_user = per_user_share(
+            f.daemon.max_connections_per_user,
+            DEFAULT_MAX_CONNECTIONS_PER_USER,
+            max_connections,
+            "max_connections_per_user",
+            "connection",
+        )
+        .map_err(invalid)?;
         // Every run holds a place from its creation until it gets a slot,
         // so 0 would refuse them all.
         let max_queued_runs = f
@@ -212,16 +205,14 @@ impl Config {
             .max_queued_runs
             .unwrap_or(DEFAULT_MAX_QUEUED_RUNS)
             .max(1);
-        // As for connections: 0 refused, above the queue clamped to it.
-        let max_queued_runs_per_user = match f.daemon.max_queued_runs_per_user {
-            None => DEFAULT_MAX_QUEUED_RUNS_PER_USER,
-            Some(0) => return Err(invalid(
-                "[daemon] max_queued_runs_per_user must be at least 1 (0 would refuse every run)"
-                    .to_string(),
-            )),
-            Some(n) => n,
-        }
-        .min(max_queued_runs);
+        let max_queued_runs_per_user = per_user_share(
+            f.daemon.max_queued_runs_per_user,
+            DEFAULT_MAX_QUEUED_RUNS_PER_USER,
+            max_queued_runs,
+            "max_queued_runs_per_user",
+            "run",
+        )
+        .map_err(invalid)?;
         let daemon = DaemonConfig {
             plugins_dir: f
                 .daemon
@@ -643,4 +634,25 @@ fn size_key(value: &Option<size::ByteSize>, key: &str) -> Result<Option<usize>, 
     usize::try_from(bytes)
         .map(Some)
         .map_err(|_| format!("{key} is too large"))
+}
+
+/// One user's share of a whole (`[daemon] key`, of `total` `what`s): 0 is
+/// refused, not rounded up, since it would lock every user out, root
+/// included, and cannot be what was meant; above the whole it is clamped to
+/// it rather than refused, so lowering the whole alone (under the share's
+/// default) stays valid.
+fn per_user_share(
+    value: Option<usize>,
+    default: usize,
+    total: usize,
+    key: &str,
+    what: &str,
+) -> Result<usize, String> {
+    match value {
+        None => Ok(default.min(total)),
+        Some(0) => Err(format!(
+            "[daemon] {key} must be at least 1 (0 would refuse every {what})"
+        )),
+        Some(n) => Ok(n.min(total)),
+    }
 }

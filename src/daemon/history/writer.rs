@@ -424,8 +424,20 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
                            prompt_tokens, completion_tokens, created_at_ms, started_at_ms,
                            ended_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )?
-    .execute(params![
+    )
+    .and_then(|mut insert| execute_row(&mut insert, row))?;
+    conn.prepare_cached("INSERT INTO requests (run_id, request) VALUES (?1, ?2)")?
+        .execute(params![row.id, request])
+        .map(drop)
+}
+
+/// Runs `statement` with the row's fields as `?1`..`?14`, in the order of
+/// the `runs` columns that both the creation and the update name.
+fn execute_row(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    row: &RunRow,
+) -> rusqlite::Result<usize> {
+    statement.execute(params![
         row.id,
         row.seq,
         row.agent,
@@ -440,10 +452,7 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
         row.created_at_ms,
         row.started_at_ms,
         row.ended_at_ms,
-    ])?;
-    conn.prepare_cached("INSERT INTO requests (run_id, request) VALUES (?1, ?2)")?
-        .execute(params![row.id, request])
-        .map(drop)
+    ])
 }
 
 /// Rewrites the row of a run created before (its request is another table's
@@ -457,23 +466,8 @@ fn save_run(conn: &Connection, row: &RunRow) -> rusqlite::Result<()> {
                  completion_tokens = ?11, created_at_ms = ?12, started_at_ms = ?13,
                  ended_at_ms = ?14
              WHERE id = ?1",
-        )?
-        .execute(params![
-            row.id,
-            row.seq,
-            row.agent,
-            row.state.as_str(),
-            row.outcome.map(Outcome::as_str),
-            row.steps,
-            row.max_steps,
-            row.result,
-            row.error,
-            tokens(row.usage.prompt_tokens),
-            tokens(row.usage.completion_tokens),
-            row.created_at_ms,
-            row.started_at_ms,
-            row.ended_at_ms,
-        ])?;
+        )
+        .and_then(|mut update| execute_row(&mut update, row))?;
     if changed == 0 {
         // The one rusqlite error that carries an error of ours; it is not a
         // storage error, so the write is counted and the batch goes on.
