@@ -839,3 +839,60 @@ async fn one_user_filling_its_share_of_the_queue_leaves_room_for_another() {
     let all: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
     assert_no_containers(&all).await;
 }
+
+/// Clients that send `POST /v1/runs` and hang up at once (a Ctrl-C on
+/// `agentd run`) may leave while the run's row commits: hyper then drops
+/// the handler. Every run the daemon recorded must still be driven to its
+/// end; none may stay `queued` with nothing to start it.
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_that_hang_up_while_a_run_is_created_leave_no_run_undriven() {
+    const CLIENTS: usize = 100;
+    let (llm, d) = daemon("").await;
+    let bystander_id = tokio::task::block_in_place(|| {
+        let (committed, first) = commit_one(&d, &llm);
+        for i in 0..CLIENTS {
+            let body = serde_json::json!({"agent": "bystander", "request": format!("hang up {i}")})
+                .to_string();
+            let mut s = connect(&d.socket);
+            let _ = s.write_all(
+                format!(
+                    "POST /v1/runs HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            // Gone without reading the answer.
+            drop(s);
+        }
+        let mut last = Value::Null;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, status) = d.get("/v1/status");
+            let (_, list) = d.get("/v1/runs?limit=1000");
+            let all_ended = list["runs"]
+                .as_array()
+                .is_some_and(|runs| runs.iter().all(|r| r["state"] == "ended"));
+            if all_ended && status["runs_queued"] == 0 && status["runs_active"] == 0 {
+                break;
+            }
+            last = serde_json::json!({"status": status, "runs": list["runs"]
+                .as_array()
+                .map(|runs| runs.iter().filter(|r| r["state"] != "ended").cloned().collect::<Vec<_>>())});
+            assert!(
+                Instant::now() < deadline,
+                "runs of clients that hung up were left undriven: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let (_, list) = d.get("/v1/runs?limit=1000");
+        let created = list["runs"].as_array().map_or(0, Vec::len);
+        assert!(created >= 1, "no run was created at all: {last}");
+        assert_status_within_a_second(&d);
+        let bystander = Bystander::start(&d, &llm);
+        bystander.finish(&d);
+        committed.assert_unchanged(&d);
+        let _ = first;
+        bystander.id
+    });
+    assert_no_containers(&[&bystander_id]).await;
+}
