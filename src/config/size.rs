@@ -16,6 +16,10 @@ pub enum ByteSize {
     /// A number with a unit: b, k, m, g, t (powers of 1024; `kb`, `kib`
     /// and the like are the same).
     Text(String),
+    /// Anything else (a negative number, a fraction, a table): kept so that
+    /// [`ByteSize::bytes`] can refuse it naming the key, instead of serde's
+    /// "did not match any variant of untagged enum".
+    Other(toml::Value),
 }
 
 impl ByteSize {
@@ -27,6 +31,9 @@ impl ByteSize {
             ByteSize::Text(t) => parse_size(t).map_err(|why| {
                 format!("{key} `{t}` is not a size: {why} (a number of bytes, or e.g. 256m, 1g)")
             }),
+            ByteSize::Other(v) => Err(format!(
+                "{key} = {v} is not a size: write a whole number of bytes, or a size like \"256m\" or \"1.5g\""
+            )),
         }
     }
 }
@@ -43,5 +50,18 @@ mod tests {
             .bytes("[plugins] memory_limit")
             .expect_err("not a size");
         assert!(e.starts_with("[plugins] memory_limit `lots`"), "{e}");
+        for other in ["-1", "1.5", "true"] {
+            let v: ByteSize = toml::from_str::<toml::Table>(&format!("k = {other}"))
+                .expect("toml")
+                .remove("k")
+                .expect("k")
+                .try_into()
+                .expect("any value is a ByteSize");
+            let e = v.bytes("[daemon] max_run_bytes").expect_err("refused");
+            assert!(
+                e.starts_with(&format!("[daemon] max_run_bytes = {other} is not a size")),
+                "{e}"
+            );
+        }
     }
 }

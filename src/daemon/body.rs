@@ -10,6 +10,7 @@
 //! it from memory. Only request bodies are read here; responses, the
 //! long-lived NDJSON streams of followers included, are untouched.
 
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody as _};
@@ -95,19 +96,72 @@ pub async fn buffered(State(limits): State<BodyLimits>, request: Request, next: 
         }
         Err(e) => {
             if let BodyError::TimedOut { .. } = e {
-                tracing::warn!(
-                    method = %parts.method,
-                    path = parts.uri.path(),
-                    "a request body did not arrive within [daemon] body_timeout; closing the connection"
-                );
+                if let Some(unlogged) = TIMEOUT_LOG.due() {
+                    tracing::warn!(
+                        method = %parts.method,
+                        path = parts.uri.path(),
+                        also_since_last = unlogged,
+                        "a request body did not arrive within [daemon] body_timeout; closing the connection"
+                    );
+                }
             }
             e.into_response()
         }
     }
 }
 
+/// Clients that drip their bodies are logged at most once a second, with
+/// how many went unlogged since: the journal is not another thing a client
+/// can fill.
+static TIMEOUT_LOG: OncePerSecond = OncePerSecond::new();
+
+struct OncePerSecond {
+    last_ms: AtomicI64,
+    unlogged: AtomicU64,
+}
+
+impl OncePerSecond {
+    const fn new() -> Self {
+        OncePerSecond {
+            last_ms: AtomicI64::new(i64::MIN),
+            unlogged: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(n)` when a line is due now (`n` went unlogged before it);
+    /// `None` when one was logged less than a second ago (this one is
+    /// counted instead).
+    fn due(&self) -> Option<u64> {
+        let now = crate::time::now_ms();
+        let last = self.last_ms.load(Ordering::Relaxed);
+        let claimed = now.saturating_sub(last) >= 1000
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if claimed {
+            Some(self.unlogged.swap(0, Ordering::Relaxed))
+        } else {
+            self.unlogged.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_flood_of_timeouts_is_one_line_a_second_with_a_count() {
+        let log = OncePerSecond::new();
+        assert_eq!(log.due(), Some(0), "the first is logged");
+        for _ in 0..500 {
+            assert_eq!(log.due(), None, "the rest of the second is counted");
+        }
+        // A second later the next one is logged, carrying the count.
+        log.last_ms.fetch_sub(1000, Ordering::Relaxed);
+        assert_eq!(log.due(), Some(500));
+    }
+
     use super::*;
     use futures::{stream, StreamExt};
 
