@@ -190,10 +190,12 @@ async fn two_clients_follow_one_run_and_a_late_one_sees_it_all() {
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_beyond_the_limit_wait_queued_and_cancel_works_in_the_queue() {
     let (llm, d) = daemon("max_concurrent_runs = 1").await;
+    // Long enough that the two POSTs and the GET below come before the
+    // first run ends even on a loaded CI machine (1.5 s once was not).
     llm.push_for(
         "first",
         [Reply::Delayed(
-            Duration::from_millis(1500),
+            Duration::from_secs(6),
             Box::new(Reply::terminate()),
         )],
     );
