@@ -17,13 +17,15 @@
 //!
 //! Every file here uses only files below it, so each can be read (and
 //! changed) knowing only what is beneath. From the bottom:
-//! 1. `error`, `settings` (`[plugins]`), `bindings`, `clock`, `log_rate`
+//! 1. `error`, `settings` (`[plugins]`), `grants` (`[plugins.<name>]`),
+//!    `bindings`, `clock`, `log_rate`
 //!    (how fast one store may log), `stdio`,
 //!    `cache`, `run_host` (what the strategy world needs from a run);
 //! 2. over the bindings: `convert` and `compat_v0_1` (type conversions),
 //!    `meta` (what a plugin says about itself), `engine` (the pool and its
 //!    per-component caps), `limits` (what one store may take, and naming a
 //!    plugin a limit stopped), `store` (what every store starts with),
+//!    `egress` (a tool's HTTP requests against its `allow_hosts`),
 //!    `world` (which world a component exports);
 //! 3. the two worlds: `tool_host` (a tool's imports) → `tool` (`ToolPlugin`,
 //!    its `ToolPre` in any contract version, a run's `ToolBox`) →
@@ -40,8 +42,10 @@ mod catalog;
 pub mod clock;
 mod compat_v0_1;
 mod convert;
+mod egress;
 pub mod engine;
 mod error;
+pub mod grants;
 mod host;
 pub mod limits;
 mod loader;
@@ -68,6 +72,7 @@ pub use catalog::{
 };
 pub use engine::EngineLimits;
 pub use error::PluginError;
+pub use grants::{AllowList, Grants, PluginGrant, Secret};
 pub use host::PluginHost;
 pub use loader::{Loader, MAX_COMPONENT_BYTES};
 pub use meta::{PluginKind, PluginMeta, StrategyDefaults};
