@@ -135,8 +135,13 @@ fn needs(bytes: &[u8]) -> anyhow::Result<Needs> {
         memories: req.as_ref().map_or(0, |r| r.num_memories as usize),
         tables: req.as_ref().map_or(0, |r| r.num_tables as usize),
         instance_size: number_after(&size, "requires").unwrap_or(size),
-        initial_memory: req.as_ref().map_or(0, |r| r.max_initial_memory_size.unwrap_or(0)) * 65536,
-        initial_table: req.as_ref().map_or(0, |r| r.max_initial_table_size.unwrap_or(0)),
+        initial_memory: req
+            .as_ref()
+            .map_or(0, |r| r.max_initial_memory_size.unwrap_or(0))
+            * 65536,
+        initial_table: req
+            .as_ref()
+            .map_or(0, |r| r.max_initial_table_size.unwrap_or(0)),
     })
 }
 
@@ -177,14 +182,25 @@ async fn measure(file: &Path, tool: &str, text_args: &str) -> anyhow::Result<Fig
     // itself measured slower).
     let task_plugin = plugin.clone();
     let (cold, warm, rss_per_instance) = tokio::spawn(async move {
-        let new_box = || ToolBox::new(vec![task_plugin.clone()], sandbox.clone(), StepClock::new());
+        let new_box = || {
+            ToolBox::new(
+                vec![task_plugin.clone()],
+                sandbox.clone(),
+                StepClock::new(),
+                Default::default(),
+            )
+        };
         let mut cold = Vec::with_capacity(COLD);
         for _ in 0..COLD + 2 {
             let mut tools = new_box();
             let t = Instant::now();
             let out = tools.invoke(&task_plugin.meta.name, &args).await;
             cold.push(t.elapsed());
-            anyhow::ensure!(matches!(out.as_deref(), Ok("x")), "cold call: {:?}", out.err());
+            anyhow::ensure!(
+                matches!(out.as_deref(), Ok("x")),
+                "cold call: {:?}",
+                out.err()
+            );
         }
         cold.drain(..2); // warm-up: lazy init in the pool and the allocator
         let mut tools = new_box();
@@ -193,7 +209,11 @@ async fn measure(file: &Path, tool: &str, text_args: &str) -> anyhow::Result<Fig
             let t = Instant::now();
             let out = tools.invoke(&task_plugin.meta.name, &args).await;
             warm.push(t.elapsed());
-            anyhow::ensure!(matches!(out.as_deref(), Ok("x")), "warm call: {:?}", out.err());
+            anyhow::ensure!(
+                matches!(out.as_deref(), Ok("x")),
+                "warm call: {:?}",
+                out.err()
+            );
         }
         drop(tools);
         // Memory of instances alive at once, each after one call.
@@ -261,8 +281,14 @@ async fn main() -> anyhow::Result<()> {
     );
     row(
         "core instances / memories / tables",
-        format!("{} / {} / {}", r.needs.core_instances, r.needs.memories, r.needs.tables),
-        format!("{} / {} / {}", p.needs.core_instances, p.needs.memories, p.needs.tables),
+        format!(
+            "{} / {} / {}",
+            r.needs.core_instances, r.needs.memories, r.needs.tables
+        ),
+        format!(
+            "{} / {} / {}",
+            p.needs.core_instances, p.needs.memories, p.needs.tables
+        ),
     );
     row(
         "instance state (VMContexts), bytes",
@@ -271,16 +297,32 @@ async fn main() -> anyhow::Result<()> {
     );
     row(
         "initial linear memory / table elements",
-        format!("{:.1} MiB / {}", r.needs.initial_memory as f64 / 1048576.0, r.needs.initial_table),
-        format!("{:.1} MiB / {}", p.needs.initial_memory as f64 / 1048576.0, p.needs.initial_table),
+        format!(
+            "{:.1} MiB / {}",
+            r.needs.initial_memory as f64 / 1048576.0,
+            r.needs.initial_table
+        ),
+        format!(
+            "{:.1} MiB / {}",
+            p.needs.initial_memory as f64 / 1048576.0,
+            p.needs.initial_table
+        ),
     );
     row(
         "compiled artefact (a compile cache entry)",
         format!("{:.0} KiB", r.needs.artefact as f64 / 1024.0),
         format!("{:.1} MiB", p.needs.artefact as f64 / 1048576.0),
     );
-    row("first compile (and probe)", ms(r.first_compile), ms(p.first_compile));
-    row("load from the compile cache (and probe)", ms(r.cached_load), ms(p.cached_load));
+    row(
+        "first compile (and probe)",
+        ms(r.first_compile),
+        ms(p.first_compile),
+    );
+    row(
+        "load from the compile cache (and probe)",
+        ms(r.cached_load),
+        ms(p.cached_load),
+    );
     row(
         "of which deserializing the artefact",
         ms(r.needs.deserialize),

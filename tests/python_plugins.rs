@@ -100,12 +100,32 @@ async fn python_plugins_are_built_loaded_and_listed_with_their_contract() {
         }
     }
     // The description is the docstring's first paragraph.
-    let fs = files.iter().find(|p| p["name"] == "file_search").expect("file_search");
+    let fs = files
+        .iter()
+        .find(|p| p["name"] == "file_search")
+        .expect("file_search");
     assert!(
         fs["description"]
             .as_str()
             .unwrap_or("")
             .starts_with("Searches the files under a path of the sandbox's work dir"),
+        "{fs}"
+    );
+    // What the components import, and so which grants they could use:
+    // http_get (world http-tool) the WASI HTTP client, file_search not.
+    let http = files
+        .iter()
+        .find(|p| p["name"] == "http_get")
+        .expect("http_get");
+    let imports = http["imports"].to_string();
+    assert!(imports.contains("wasi:http/outgoing-handler"), "{http}");
+    assert!(
+        http["grants_needed"].to_string().contains("allow_hosts"),
+        "{http}"
+    );
+    assert!(!fs["imports"].to_string().contains("wasi:http"), "{fs}");
+    assert!(
+        !fs["grants_needed"].to_string().contains("allow_hosts"),
         "{fs}"
     );
     // Every Python component came from the shared compile cache or was
@@ -152,7 +172,10 @@ async fn file_search_finds_the_file_a_previous_tool_call_wrote_in_the_sandbox() 
         .iter()
         .find(|o| o.contains("NEEDLE"))
         .unwrap_or_else(|| panic!("file_search found nothing: {outputs:#?}"));
-    assert!(found.contains("notes/a.txt:2:the NEEDLE is here"), "{found}");
+    assert!(
+        found.contains("notes/a.txt:2:the NEEDLE is here"),
+        "{found}"
+    );
     assert!(
         outputs
             .iter()
@@ -170,9 +193,15 @@ async fn file_search_finds_the_file_a_previous_tool_call_wrote_in_the_sandbox() 
     let spec = tool_spec(&llm, "file_search");
     let params = &spec["parameters"];
     assert_eq!(params["required"], serde_json::json!(["pattern"]), "{spec}");
-    assert_eq!(params["properties"]["max_results"]["type"], "integer", "{spec}");
+    assert_eq!(
+        params["properties"]["max_results"]["type"], "integer",
+        "{spec}"
+    );
     assert_eq!(params["properties"]["max_results"]["default"], 50, "{spec}");
-    assert_eq!(params["properties"]["ignore_case"]["type"], "boolean", "{spec}");
+    assert_eq!(
+        params["properties"]["ignore_case"]["type"], "boolean",
+        "{spec}"
+    );
     assert!(
         params["properties"]["path"]["description"]
             .as_str()
@@ -189,7 +218,10 @@ async fn a_python_tool_that_raises_reaches_the_model_as_its_error_and_the_run_go
     llm.push_for(
         "raise things",
         [
-            Reply::call("py_raise", r#"{"mode":"value","text":"the disk is made of cheese"}"#),
+            Reply::call(
+                "py_raise",
+                r#"{"mode":"value","text":"the disk is made of cheese"}"#,
+            ),
             Reply::call("py_raise", r#"{"mode":"tool","text":"refused on purpose"}"#),
             // Arguments that do not fit the annotations never reach the function.
             Reply::call("py_raise", r#"{"mode":"sideways"}"#),
@@ -251,7 +283,9 @@ async fn a_python_tool_that_never_returns_is_stopped_at_the_step_deadline() {
     });
     assert_eq!(after["outcome"], "finished", "{after}");
     assert!(
-        tool_contents(&after).iter().any(|o| o.contains("ok: served")),
+        tool_contents(&after)
+            .iter()
+            .any(|o| o.contains("ok: served")),
         "{after}"
     );
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -345,12 +379,105 @@ async fn a_runs_whole_share_of_the_pool_may_be_python_instances() {
     let sandbox = NoSandbox::new("no sandbox here").for_run("pool");
     let mut live = Vec::new();
     for i in 0..agentd::plugin::engine::INSTANCES_PER_RUN {
-        let mut tools = ToolBox::new(vec![plugin.clone()], sandbox.clone(), StepClock::new());
+        let mut tools = ToolBox::new(
+            vec![plugin.clone()],
+            sandbox.clone(),
+            StepClock::new(),
+            Default::default(),
+        );
         let text = format!("instance {i}");
         let out = tools
             .invoke("py_echo", &serde_json::json!({ "text": text }).to_string())
             .await;
-        assert_eq!(out.as_deref().ok(), Some(text.as_str()), "instance {i}: {:?}", out.as_ref().err());
+        assert_eq!(
+            out.as_deref().ok(),
+            Some(text.as_str()),
+            "instance {i}: {:?}",
+            out.as_ref().err()
+        );
         live.push(tools);
     }
+}
+
+/// A loopback HTTP server answering every request with `body` (200,
+/// text/plain), for as long as the test runs; returns its port.
+fn serve_http(body: Vec<u8>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match conn.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(&body);
+            });
+        }
+    });
+    port
+}
+
+/// The SDK's `agentd.http` over the host's wasi:http: `http_get` reads a
+/// response from an allowed loopback server, cut at `max_bytes`; a host
+/// the allow-list refuses reaches the model as the host's own message. (The
+/// grants themselves are tested with the grant probe tool.)
+#[tokio::test(flavor = "multi_thread")]
+async fn http_get_reads_an_allowed_host_within_its_size_cap_and_passes_a_refusal_on() {
+    let body: Vec<u8> = (0..100_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let port = serve_http(body);
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "fetch it",
+        [
+            Reply::call(
+                "http_get",
+                &format!(r#"{{"url":"http://127.0.0.1:{port}/data?x=1","max_bytes":1000}}"#),
+            ),
+            Reply::call("http_get", r#"{"url":"http://example.invalid/"}"#),
+            Reply::call("http_get", r#"{"url":"ftp://127.0.0.1/"}"#),
+            Reply::terminate(),
+        ],
+    );
+    common::built_python_plugins();
+    let extra = format!(
+        "{AGENTS}\n[agents.web]\nstrategy = \"toolcall\"\ntools = [\"http_get\", \"terminate\"]\n\n\
+         [plugins.http_get]\nallow_hosts = [\"127.0.0.1:{port}\"]\n"
+    );
+    let d =
+        tokio::task::block_in_place(|| Daemon::start_sharing_compile_cache(&llm, PLUGINS, &extra));
+    let record = tokio::task::block_in_place(|| {
+        let id = d.create_run("web", "fetch it");
+        d.wait_run(&id, Duration::from_secs(120))
+    });
+    assert_eq!(record["outcome"], "finished", "{record}");
+    let outputs = tool_contents(&record);
+    assert!(
+        outputs[0].contains("HTTP 200 (text/plain, 1000 bytes, cut at 1000)\n\nabcdefghij"),
+        "{outputs:#?}"
+    );
+    let body = outputs[0].rsplit("\n\n").next().unwrap_or("");
+    assert_eq!(body.len(), 1000, "the body was not cut at max_bytes");
+    assert!(outputs[1].starts_with("Error"), "{outputs:#?}");
+    assert!(
+        outputs[1].contains("agentd refused the HTTP request to example.invalid:80")
+            && outputs[1].contains("[plugins.http_get] allow_hosts"),
+        "{outputs:#?}"
+    );
+    assert!(
+        outputs[2].starts_with("Error") && outputs[2].contains("only http:// and https://"),
+        "{outputs:#?}"
+    );
 }

@@ -37,9 +37,9 @@ pub fn build_plugins(repo: &Path) -> std::io::Result<PathBuf> {
 /// components of both languages from one place.
 pub fn build_python_plugins(repo: &Path) -> std::io::Result<PathBuf> {
     let script = repo.join("plugins/python/build.sh");
-    let status = Command::new(&script).status().map_err(|e| {
-        std::io::Error::other(format!("cannot run {}: {e}", script.display()))
-    })?;
+    let status = Command::new(&script)
+        .status()
+        .map_err(|e| std::io::Error::other(format!("cannot run {}: {e}", script.display())))?;
     if !status.success() {
         return Err(std::io::Error::other(format!(
             "{} failed ({status})",

@@ -144,7 +144,11 @@ impl Daemon {
             if to.exists() {
                 continue;
             }
-            let tmp = shared.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+            let tmp = shared.join(format!(
+                ".{}.{}.tmp",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
             if std::fs::copy(&entry, &tmp).is_ok() {
                 let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600));
                 let _ = std::fs::rename(&tmp, &to);
