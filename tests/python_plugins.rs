@@ -481,3 +481,100 @@ async fn http_get_reads_an_allowed_host_within_its_size_cap_and_passes_a_refusal
         "{outputs:#?}"
     );
 }
+
+/// `bytes` with a custom section appended: the same component to wasmtime,
+/// new bytes (a new SHA-256) to the compile cache, which must compile it.
+fn with_custom_section(mut bytes: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"agentd-test";
+    let mut body = Vec::new();
+    leb(name.len(), &mut body);
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload);
+    bytes.push(0); // custom section
+    leb(body.len(), &mut bytes);
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+/// Compiling a Python component (7-17 s of cranelift) holds up no run: a
+/// run started while the daemon compiles one that was just dropped into its
+/// plugins folder ends long before that compile does.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_go_on_while_a_new_python_component_compiles() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "during the compile",
+        [
+            Reply::call("py_raise", r#"{"mode":"ok","text":"not held up"}"#),
+            Reply::terminate(),
+        ],
+    );
+    let d = daemon(&llm);
+    let built = common::built_python_plugins().join("py_echo.wasm");
+    let fresh = with_custom_section(
+        std::fs::read(&built).expect("read py_echo"),
+        format!("{:?}", std::time::SystemTime::now()).as_bytes(),
+    );
+    let listed = |d: &Daemon| -> Option<Value> {
+        let (_, list) = d.get("/v1/plugins");
+        list["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| {
+                p["file"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("fresh_echo.wasm")
+            })
+            .cloned()
+    };
+    let (record, listed_after_run, took) = tokio::task::block_in_place(|| {
+        let tmp = d.plugins.path().join(".fresh_echo.wasm.tmp");
+        std::fs::write(&tmp, &fresh).expect("write");
+        std::fs::rename(&tmp, d.plugins.path().join("fresh_echo.wasm")).expect("rename");
+        // The watcher reads a renamed file after 20 ms; give it time to be
+        // well into the compile.
+        std::thread::sleep(Duration::from_millis(500));
+        let started = std::time::Instant::now();
+        let id = d.create_run("py", "during the compile");
+        let record = d.wait_run(&id, Duration::from_secs(120));
+        let took = started.elapsed();
+        (record, listed(&d), took)
+    });
+    assert_eq!(record["outcome"], "finished", "{record}");
+    assert!(
+        listed_after_run.is_none(),
+        "the compile was over before the run ({took:?}), so this proves nothing: {listed_after_run:?}"
+    );
+    // The compile did happen: the file is listed once it is done (as a
+    // conflict: `py_echo` already serves from py_echo.wasm).
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let entry = loop {
+        if let Some(p) = tokio::task::block_in_place(|| listed(&d)) {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new file was never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(entry["status"], "conflict", "{entry}");
+    assert!(
+        d.log_text().contains("py_echo 0.1.0 loaded (compiled)"),
+        "{}",
+        d.log_text()
+    );
+}
