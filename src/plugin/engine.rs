@@ -31,7 +31,7 @@
 //!   | memories / tables | 1 / 2 | 1 / 2 |
 //!   | instance state (VMContexts) | 6 KB | 400 KB |
 //!   | initial linear memory | 1.1 MiB | 13.2 MiB |
-//!   | resident after a call | 0.06 MiB | 6.7 MiB |
+//!   | resident after a call | 0.06 MiB | 6.5-6.7 MiB |
 //!
 //!   So only one total had to change: core instances. At four per instance
 //!   on average (sized for Rust), Python instances (14 each) ran the pool
