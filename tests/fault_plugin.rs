@@ -311,17 +311,20 @@ async fn components_over_the_pool_caps_are_refused_at_load_naming_the_cap() {
         (
             "instances.wasm",
             hostile_component(500, "(memory 1)"),
-            "500 core module instances, which exceeds the configured maximum of 16",
+            format!(
+                "500 core module instances, which exceeds the configured maximum of {}",
+                agentd::plugin::engine::MAX_CORE_INSTANCES_PER_COMPONENT
+            ),
         ),
         (
             "memories.wasm",
             hostile_component(5, "(memory 1)"),
-            "5 Wasm linear memories, which exceeds the configured maximum of 4",
+            "5 Wasm linear memories, which exceeds the configured maximum of 4".to_string(),
         ),
         (
             "tables.wasm",
             hostile_component(9, "(table 1 funcref)"),
-            "9 tables, which exceeds the configured maximum of 8",
+            "9 tables, which exceeds the configured maximum of 8".to_string(),
         ),
     ];
     for (name, bytes, _) in &files {
@@ -342,7 +345,9 @@ async fn components_over_the_pool_caps_are_refused_at_load_naming_the_cap() {
         assert_eq!(row["status"], "failed", "{row}");
         let error = row["error"].as_str().unwrap_or("");
         assert!(
-            error.contains(name) && error.contains("per-component caps") && error.contains(cap),
+            error.contains(name)
+                && error.contains("per-component caps")
+                && error.contains(cap.as_str()),
             "{name}: {error}"
         );
     }
