@@ -294,14 +294,21 @@ pub fn render(r: &Report) -> String {
             .unwrap_or_default();
         let _ = writeln!(out, "{label:<10} {}{grant}: {}", need.import, need.note);
     }
-    if !plain.is_empty() {
-        let names: Vec<&str> = plain.iter().map(|n| n.import.as_str()).collect();
-        let label = if noted.is_empty() { "imports" } else { "" };
-        let _ = writeln!(
-            out,
-            "{label:<10} also {}: provided, nothing to grant",
-            names.join(", ")
-        );
+    let mut notes: Vec<&str> = plain.iter().map(|n| n.note).collect();
+    notes.sort_unstable();
+    notes.dedup();
+    for (i, note) in notes.iter().enumerate() {
+        let names: Vec<&str> = plain
+            .iter()
+            .filter(|n| n.note == *note)
+            .map(|n| n.import.as_str())
+            .collect();
+        let label = if noted.is_empty() && i == 0 {
+            "imports"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "{label:<10} {}: {note}", names.join(", "));
     }
     if !r.grants.is_empty() {
         let _ = writeln!(

@@ -116,6 +116,115 @@ pub const SDK_STRATEGY: &[File] = &[
     ),
 ];
 
+/// agentd's Python SDK (`plugins/python/sdk/agentd/`), as the package
+/// `agentd` of a project's `sdk/`.
+pub const SDK_PYTHON: &[File] = &[
+    (
+        "agentd/__init__.py",
+        include_str!("../../../plugins/python/sdk/agentd/__init__.py"),
+    ),
+    (
+        "agentd/_bindings.py",
+        include_str!("../../../plugins/python/sdk/agentd/_bindings.py"),
+    ),
+    (
+        "agentd/config.py",
+        include_str!("../../../plugins/python/sdk/agentd/config.py"),
+    ),
+    (
+        "agentd/errors.py",
+        include_str!("../../../plugins/python/sdk/agentd/errors.py"),
+    ),
+    (
+        "agentd/http.py",
+        include_str!("../../../plugins/python/sdk/agentd/http.py"),
+    ),
+    (
+        "agentd/log.py",
+        include_str!("../../../plugins/python/sdk/agentd/log.py"),
+    ),
+    (
+        "agentd/sandbox.py",
+        include_str!("../../../plugins/python/sdk/agentd/sandbox.py"),
+    ),
+    (
+        "agentd/schema.py",
+        include_str!("../../../plugins/python/sdk/agentd/schema.py"),
+    ),
+    (
+        "agentd/strategy.py",
+        include_str!("../../../plugins/python/sdk/agentd/strategy.py"),
+    ),
+    (
+        "agentd/tool.py",
+        include_str!("../../../plugins/python/sdk/agentd/tool.py"),
+    ),
+];
+
+/// The componentize-py a Python project is made for: the version
+/// `scripts/ensure-componentize-py.sh` installs for this repository's own
+/// Python plugins (a test below holds the two together).
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// The contract version the Python SDK's bindings are generated from, read
+/// from its `CONTRACT = "agentd:plugin@X.Y.Z"`.
+pub fn python_sdk_contract() -> Option<&'static str> {
+    let source = SDK_PYTHON.iter().find(|(p, _)| *p == "agentd/__init__.py")?.1;
+    let start = source.find("CONTRACT = \"agentd:plugin@")? + "CONTRACT = \"agentd:plugin@".len();
+    let rest = &source[start..];
+    Some(&rest[..rest.find('"')?])
+}
+
+/// The Python project templates (`kit/templates/python/`).
+pub mod python {
+    use super::File;
+
+    pub const README: &str = include_str!("../../../kit/templates/python/common/README.md.tmpl");
+    /// Paths relative to the project; `.tmpl` files are filled in.
+    pub const COMMON: &[File] = &[
+        (
+            "build.sh.tmpl",
+            include_str!("../../../kit/templates/python/common/build.sh.tmpl"),
+        ),
+        (
+            "Makefile.tmpl",
+            include_str!("../../../kit/templates/python/common/Makefile.tmpl"),
+        ),
+        (
+            ".gitignore",
+            include_str!("../../../kit/templates/python/common/gitignore"),
+        ),
+    ];
+    pub const TOOL: &[File] = &[
+        (
+            "src/app.py.tmpl",
+            include_str!("../../../kit/templates/python/tool/app.py.tmpl"),
+        ),
+        (
+            "src/logic.py",
+            include_str!("../../../kit/templates/python/tool/logic.py"),
+        ),
+        (
+            "tests/test_logic.py",
+            include_str!("../../../kit/templates/python/tool/test_logic.py"),
+        ),
+    ];
+    pub const STRATEGY: &[File] = &[
+        (
+            "src/app.py.tmpl",
+            include_str!("../../../kit/templates/python/strategy/app.py.tmpl"),
+        ),
+        (
+            "src/logic.py",
+            include_str!("../../../kit/templates/python/strategy/logic.py"),
+        ),
+        (
+            "tests/test_logic.py",
+            include_str!("../../../kit/templates/python/strategy/test_logic.py"),
+        ),
+    ];
+}
+
 /// The Rust project templates (`kit/templates/rust/`).
 pub mod rust {
     use super::File;
@@ -180,6 +289,30 @@ mod tests {
             contract(version).is_some(),
             "the SDK builds against wit/since_v{version}: embed that folder in CONTRACTS"
         );
+    }
+
+    #[test]
+    fn the_python_sdk_is_embedded_whole_with_its_contract() {
+        let version = python_sdk_contract().expect("the Python SDK names its contract");
+        assert!(contract(version).is_some(), "embed wit/since_v{version} in CONTRACTS");
+        let mut on_disk: Vec<String> = std::fs::read_dir(repo().join("plugins/python/sdk/agentd"))
+            .expect("plugins/python/sdk/agentd")
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.ends_with(".py").then(|| format!("agentd/{name}"))
+            })
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = SDK_PYTHON.iter().map(|(p, _)| p.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk, "list every SDK module in SDK_PYTHON");
+        // The same componentize-py as the repository's own Python plugins.
+        if let Ok(script) = std::fs::read_to_string(repo().join("scripts/ensure-componentize-py.sh")) {
+            assert!(
+                script.contains(&format!("VERSION={COMPONENTIZE_PY}\n")),
+                "COMPONENTIZE_PY must be the version scripts/ensure-componentize-py.sh installs"
+            );
+        }
     }
 
     #[test]

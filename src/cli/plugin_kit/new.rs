@@ -66,7 +66,15 @@ fn check_empty(dir: &Path) -> Result<(), String> {
 type Owned = (String, String);
 
 fn write_project(dir: &Path, files: &[Owned]) -> Result<(), String> {
-    wit::write_files(dir, files)
+    use std::os::unix::fs::PermissionsExt;
+    wit::write_files(dir, files)?;
+    // Scripts are run as `./build.sh`.
+    for (path, _) in files.iter().filter(|(p, _)| p.ends_with(".sh")) {
+        let file = dir.join(path);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("cannot make {} executable: {e}", file.display()))?;
+    }
+    Ok(())
 }
 
 fn fill(template: &str, vars: &[(&str, &str)]) -> String {
@@ -183,8 +191,50 @@ fn rust_project(kind: Kind, name: &str) -> Result<Vec<Owned>, String> {
     Ok(files)
 }
 
-fn python_project(_kind: Kind, _name: &str) -> Result<Vec<Owned>, String> {
-    Err("Python projects are not in this build of agentd yet".into())
+fn python_project(kind: Kind, name: &str) -> Result<Vec<Owned>, String> {
+    let contract_version = embedded::python_sdk_contract()
+        .ok_or("this agentd's Python SDK does not name its contract version (a build problem)")?;
+    let wit_files = embedded::contract(contract_version).ok_or_else(|| {
+        format!("this agentd does not carry the contract {contract_version} its Python SDK needs")
+    })?;
+    let contract = format!("agentd:plugin@{contract_version}");
+    let (sources, try_it, agent_toml) = match kind {
+        Kind::Tool => (
+            embedded::python::TOOL,
+            format!("agentd plugin call {name}.wasm '{{\"text\": \"one two three\"}}'"),
+            format!(
+                "[agents.{name}_agent]\nstrategy = \"toolcall\"\ntools = [\"{name}\", \"terminate\"]"
+            ),
+        ),
+        Kind::Strategy => (
+            embedded::python::STRATEGY,
+            format!("# a strategy needs a model: install it, then `agentd run {name} \"...\"` with the agent below"),
+            format!("[agents.{name}]\nstrategy = \"{name}\"\ntools = [\"terminate\"]"),
+        ),
+    };
+    let vars: Vec<(&str, &str)> = vec![
+        ("name", name),
+        ("kind", kind.as_str()),
+        ("world", kind.as_str()),
+        ("contract", &contract),
+        ("contract_version", contract_version),
+        ("agentd_version", env!("CARGO_PKG_VERSION")),
+        ("componentize_py", embedded::COMPONENTIZE_PY),
+        ("try_it", &try_it),
+        ("agent_toml", &agent_toml),
+    ];
+    let mut files: Vec<Owned> = vec![("README.md".into(), fill(embedded::python::README, &vars))];
+    for (path, text) in embedded::python::COMMON.iter().chain(sources) {
+        let path = path.strip_suffix(".tmpl").unwrap_or(path);
+        files.push((path.to_string(), fill(text, &vars)));
+    }
+    for (path, text) in embedded::SDK_PYTHON {
+        files.push((format!("sdk/{path}"), text.to_string()));
+    }
+    for (path, text) in wit_files {
+        files.push((format!("wit/{path}"), text.to_string()));
+    }
+    Ok(files)
 }
 
 fn next_steps(args: &NewArgs, dir: &Path) -> String {
