@@ -55,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         sandboxes: Arc::new(NoSandbox::new("benchmark")),
         step_timeout: Duration::from_secs(60),
         limits: agentd::agent::RunLimits::default(),
+        grants: Default::default(),
     });
     let llm = FakeLlm::start().await?;
     llm.set_recording(false);

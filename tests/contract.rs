@@ -1,4 +1,4 @@
-//! The plugin contract 0.2.0 through real runs: strategies own their
+//! The plugin contract 0.2.x through real runs: strategies own their
 //! defaults, the run's request is never forgotten, the host refuses what a
 //! real server would refuse before sending it, a cut answer says so, and
 //! components built against 0.1.0 still run.
@@ -11,7 +11,9 @@ use std::time::Duration;
 use agentd::agent::AgentConfig;
 use agentd::agent::{Outcome, RunEvent, RunOptions};
 use agentd::testkit::Reply;
-use common::{tool_outputs, Harness, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT};
+use common::{
+    tool_outputs, toolcall_agent, Harness, TOOLCALL_NEXT_STEP_PROMPT, TOOLCALL_SYSTEM_PROMPT,
+};
 
 /// Runs `config` on `request` and returns the record with the run's events.
 async fn run_recorded(
@@ -218,6 +220,24 @@ async fn a_cut_tool_call_says_it_hit_max_tokens() {
             .any(|l| l.contains("The model's answer was cut")),
         "{}",
         record.result
+    );
+}
+
+#[tokio::test]
+async fn a_tool_built_against_0_2_0_runs_under_a_0_2_1_strategy() {
+    let h = Harness::new().await;
+    h.llm
+        .push(Reply::call("legacy_v0_2_tool", r#"{"text":"older"}"#));
+    h.llm.push(Reply::terminate());
+    let agent = AgentConfig {
+        tools: vec!["legacy_v0_2_tool".into(), "terminate".into()],
+        ..toolcall_agent(5)
+    };
+    let (record, _) = run_recorded(&h, agent, "use the 0.2.0 tool").await;
+    assert_eq!(record.outcome, Outcome::Finished, "{record:?}");
+    assert_eq!(
+        tool_outputs(&record)[0],
+        "Observed output of cmd `legacy_v0_2_tool` executed:\nv0.2.0: {\"text\":\"older\"}"
     );
 }
 

@@ -35,7 +35,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
             special_tools: Some(vec!["terminate".into()]),
         }
     );
-    assert_eq!(toolcall.meta.contract, Contract::V0_2);
+    assert_eq!(toolcall.meta.contract, Contract::V0_2_1);
     assert!(!toolcall.meta.version.is_empty());
     let terminate = set.tool("terminate").expect("terminate tool");
     assert_eq!(terminate.meta.kind, PluginKind::Tool);
@@ -51,8 +51,8 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
 }
 
 #[tokio::test]
-async fn components_built_against_contract_0_1_0_still_load() {
-    let dir = plugins_dir(&["legacy_strategy", "legacy_tool", "echo"]);
+async fn components_built_against_older_contracts_still_load() {
+    let dir = plugins_dir(&["legacy_strategy", "legacy_tool", "legacy_v0_2_tool", "echo"]);
     let host = host();
     let report = host.load_dir(dir.path()).await.expect("load");
     assert!(report.failed.is_empty(), "{:?}", report.failed);
@@ -69,9 +69,13 @@ async fn components_built_against_contract_0_1_0_still_load() {
     );
     let tool = set.tool("legacy_tool").expect("0.1.0 tool");
     assert_eq!(tool.meta.contract, Contract::V0_1);
+    // 0.2.0 is served by the 0.2.1 bindings through wasmtime's semver
+    // matching of its export and imports.
+    let v0_2 = set.tool("legacy_v0_2_tool").expect("0.2.0 tool");
+    assert_eq!(v0_2.meta.contract, Contract::V0_2);
     assert_eq!(
         set.tool("echo").expect("echo").meta.contract,
-        Contract::V0_2
+        Contract::V0_2_1
     );
 }
 

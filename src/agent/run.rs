@@ -17,7 +17,7 @@ use crate::agent::AgentConfig;
 use crate::llm::LlmClient;
 use crate::plugin::session::{StepEnd, StrategySession};
 use crate::plugin::PluginHost;
-use crate::plugin::{StrategyPlugin, ToolPlugin};
+use crate::plugin::{Grants, StrategyPlugin, ToolPlugin};
 use crate::sandbox::{Sandbox, SandboxProvider};
 use crate::sync::LockExt;
 
@@ -27,8 +27,12 @@ pub struct Runtime {
     pub plugins: Arc<PluginHost>,
     /// Makes each run's sandbox, which the run destroys however it ends.
     pub sandboxes: Arc<dyn SandboxProvider>,
-    /// How long one step (strategy plus the tools it calls) may take.
+    /// How long one step (strategy plus the tools it calls) may take, unless
+    /// the strategy's `[plugins.<name>] timeout` says otherwise.
     pub step_timeout: Duration,
+    /// What the operator granted each plugin (`[plugins.<name>]`), as of
+    /// the configuration this runtime was built from: a run keeps them.
+    pub grants: Arc<Grants>,
     /// The daemon's limits per run (`[daemon]`); an agent's own keys go
     /// over them when its run starts.
     pub limits: RunLimits,
@@ -265,12 +269,19 @@ impl Agent {
         // The loop runs in its own task: wasm calls are faster there, and a
         // panic in host code becomes an `error` outcome instead of taking the
         // caller (and the sandbox cleanup) down with it.
+        let step_timeout = self
+            .runtime
+            .grants
+            .of(&strategy.meta.name)
+            .timeout
+            .unwrap_or(self.runtime.step_timeout);
         let steps = step_loop(
             ctx.clone(),
             strategy,
             tools,
             sandbox,
-            self.runtime.step_timeout,
+            self.runtime.grants.clone(),
+            step_timeout,
             opts.cancel.clone(),
         );
         let task = tokio::spawn(within_limits(ctx.clone(), name, steps).in_current_span());
@@ -331,6 +342,7 @@ async fn step_loop(
     strategy: Arc<StrategyPlugin>,
     tools: Vec<Arc<ToolPlugin>>,
     sandbox: Arc<dyn Sandbox>,
+    grants: Arc<Grants>,
     step_timeout: Duration,
     cancel: CancellationToken,
 ) -> (Outcome, Option<String>) {
@@ -356,8 +368,14 @@ async fn step_loop(
     // loop's own calls (prepare, fatal_error, destroy) are not counted.
     let tools_sandbox: Arc<dyn Sandbox> =
         Arc::new(CountedSandbox::new(sandbox.clone(), ctx.clone()));
-    let session =
-        StrategySession::start(&strategy, tools, tools_sandbox, ctx.clone(), step_timeout);
+    let session = StrategySession::start(
+        &strategy,
+        tools,
+        tools_sandbox,
+        ctx.clone(),
+        grants,
+        step_timeout,
+    );
     let mut session = tokio::select! {
         _ = cancel.cancelled() => return (Outcome::Cancelled, None),
         r = session => match r {

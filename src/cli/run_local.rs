@@ -99,6 +99,7 @@ pub async fn run(args: RunArgs) -> i32 {
         plugins,
         sandboxes,
         step_timeout: config.daemon.step_timeout,
+        grants: Arc::new(config.plugin_grants.clone()),
         limits: config.daemon.run_limits,
     });
     let agent = Agent::new(agent_config, llm, runtime);

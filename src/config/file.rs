@@ -25,13 +25,77 @@ pub struct FileConfig {
     pub agents: BTreeMap<String, AgentKeys>,
 }
 
-/// `[plugins]`: what one plugin instance may take from the host.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[plugins]`: what one plugin instance may take from the host, where
+/// secret values are kept, and one `[plugins.<name>]` table per plugin
+/// with its grants. A table value is a plugin's grants; any other key
+/// must be one of the section's own (unknown ones are refused, as
+/// everywhere).
+#[derive(Debug, Default, Clone)]
 pub struct PluginsKeys {
     /// Linear memory one plugin instance may hold, summed over its
     /// memories: bytes, or a size like `256m`.
     pub memory_limit: Option<super::size::ByteSize>,
+    /// The file of `NAME=value` lines that `secrets` are read from (when
+    /// systemd does not pass them as credentials); relative to the
+    /// configuration file's folder.
+    pub secrets_file: Option<PathBuf>,
+    /// `[plugins.<name>]`, by plugin name.
+    pub grants: BTreeMap<String, PluginGrantKeys>,
+}
+
+/// `[plugins.<name>]`: what the operator grants one plugin (deny by default).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginGrantKeys {
+    /// Hosts (and ports) its HTTP requests may reach.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+    /// Environment variables it sees, with their values.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Environment variables it sees whose values are secrets: names only
+    /// here; the values come from the secrets file or systemd credentials.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// Settings its `config` import reads: strings, numbers or booleans.
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+    /// Its memory limit instead of `[plugins] memory_limit`.
+    pub memory_limit: Option<super::size::ByteSize>,
+    /// Seconds: a strategy's step deadline, or one tool call's limit.
+    pub timeout: Option<f64>,
+}
+
+impl<'de> Deserialize<'de> for PluginsKeys {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let table = toml::Table::deserialize(d)?;
+        let mut keys = PluginsKeys::default();
+        for (key, value) in table {
+            match key.as_str() {
+                "memory_limit" => {
+                    keys.memory_limit = Some(value.try_into().map_err(D::Error::custom)?)
+                }
+                "secrets_file" => {
+                    keys.secrets_file = Some(value.try_into().map_err(|e| {
+                        D::Error::custom(format!("[plugins] secrets_file must be a path: {e}"))
+                    })?)
+                }
+                _ if value.is_table() => {
+                    let grant = value.try_into().map_err(|e: toml::de::Error| {
+                        D::Error::custom(format!("[plugins.{key}] {}", e.message().trim()))
+                    })?;
+                    keys.grants.insert(key, grant);
+                }
+                _ => {
+                    return Err(D::Error::custom(format!(
+                        "unknown key `{key}` in [plugins] (its keys are memory_limit and secrets_file; a plugin's grants go in a table of their own, [plugins.<name>])"
+                    )))
+                }
+            }
+        }
+        Ok(keys)
+    }
 }
 
 /// Keys of `[llm]` and of each per-agent override (`[llm.<agent>]`,

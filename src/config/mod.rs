@@ -6,6 +6,7 @@
 
 mod bundled;
 mod file;
+mod grants;
 mod llm_overrides;
 mod paths;
 mod size;
@@ -28,7 +29,7 @@ use crate::daemon::settings::{
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
-use crate::plugin::PluginSettings;
+use crate::plugin::{Grants, PluginSettings};
 use crate::sandbox::SandboxConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +60,9 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[plugins]`, read at start-up (the engine's pool is sized from it).
     pub plugins: PluginSettings,
+    /// `[plugins.<name>]`, with the secret values read: reloaded on SIGHUP
+    /// (a run keeps those it started with).
+    pub plugin_grants: Grants,
     pub agents: BTreeMap<String, AgentConfig>,
 }
 
@@ -349,12 +353,14 @@ impl Config {
         ) {
             check_llm_keys(keys, config_dir).map_err(|e| invalid(format!("{table} {e}")))?;
         }
+        let plugin_grants = grants::build(&f.plugins, &plugins, config_dir).map_err(invalid)?;
         Ok(Config {
             source: file.map(Path::to_path_buf),
             llm,
             daemon,
             sandbox,
             plugins,
+            plugin_grants,
             agents,
         })
     }

@@ -354,7 +354,7 @@ impl Signals {
     }
 }
 
-/// SIGHUP: agents and LLM settings come from the file again. A file that
+/// SIGHUP: agents, LLM settings and plugin grants come from the file again. A file that
 /// does not load is refused whole and the running configuration kept.
 fn reload(daemon: &Daemon) {
     systemd::reloading();
@@ -373,7 +373,7 @@ fn reload(daemon: &Daemon) {
                 || config.daemon != old.config.daemon
                 || config.plugins != old.config.plugins
             {
-                warn!("SIGHUP: changes to [daemon], [sandbox] and [plugins] take effect at the next restart; agents and [llm] are reloaded now");
+                warn!("SIGHUP: changes to [daemon], [sandbox] and [plugins] memory_limit take effect at the next restart; agents, [llm] and the grants of [plugins.<name>] are reloaded now");
             }
             config.daemon = old.config.daemon.clone();
             config.sandbox = old.config.sandbox.clone();

@@ -162,8 +162,14 @@ async fn agents(State(d): Shared) -> Json<AgentList> {
 
 /// One row per file in the plugins folder: what it holds, whether it
 /// loaded, and for a file that failed, which version still serves.
+/// Every plugin file with what the running configuration grants it.
 async fn plugins(State(d): Shared) -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "plugins": d.plugins.statuses() }))
+    let grants = d.generation().runtime.grants.clone();
+    let mut statuses = d.plugins.statuses();
+    for s in &mut statuses {
+        s.grants = grants.of(&s.name).public();
+    }
+    Json(serde_json::json!({ "plugins": statuses }))
 }
 
 /// Rescans the plugins folder now instead of waiting for the watcher.

@@ -63,6 +63,7 @@ impl Generation {
             plugins,
             sandboxes,
             step_timeout: config.daemon.step_timeout,
+            grants: Arc::new(config.plugin_grants.clone()),
             limits: config.daemon.run_limits,
         });
         Generation {

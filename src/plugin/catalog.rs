@@ -43,6 +43,7 @@ use tracing::{info, warn};
 
 use super::cache::hex;
 use super::error::PluginError;
+use super::grants::GrantView;
 use super::loader::{read_component, Loader, ReadError, ReadRules};
 use super::meta::{PluginKind, PluginMeta};
 use super::registry::{LoadedPlugin, PluginSet};
@@ -91,6 +92,17 @@ pub struct PluginStatus {
     /// The version serving under this plugin's name now, from whichever file:
     /// for a failed or conflicting file, what runs get instead of it.
     pub serving_version: Option<String>,
+    /// The interfaces the current content imports; empty when it did not load.
+    #[serde(default)]
+    pub imports: Vec<String>,
+    /// The `[plugins.<name>]` keys that would give it something it imports
+    /// (`allow_hosts` for HTTP, `env`/`secrets`, `config`).
+    #[serde(default)]
+    pub grants_needed: Vec<String>,
+    /// What the running configuration grants it (secrets by name only); the
+    /// catalog leaves it empty and the daemon fills it in.
+    #[serde(default)]
+    pub grants: GrantView,
 }
 
 /// What kind of change a rescan made, as [`PluginChange`] reports it.
@@ -602,6 +614,11 @@ fn statuses_of(
                 status,
                 error,
                 serving_version,
+                imports: current.map(|m| m.imports.clone()).unwrap_or_default(),
+                grants_needed: current
+                    .map(|m| m.grants_needed().iter().map(|k| k.to_string()).collect())
+                    .unwrap_or_default(),
+                grants: GrantView::default(),
             }
         })
         .collect()

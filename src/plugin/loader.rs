@@ -62,6 +62,9 @@ impl Loader {
         link_strategy(&mut strategy_linker).map_err(link)?;
         let mut tool_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker).map_err(link)?;
+        // Every tool may import `wasi:http`; whether a request goes out is
+        // the egress check's call, per request (`egress.rs`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut tool_linker).map_err(link)?;
         link_tool(&mut tool_linker).map_err(link)?;
         Ok(Loader {
             engine,

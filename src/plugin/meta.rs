@@ -41,6 +41,41 @@ pub struct PluginMeta {
     /// The contract version the component was built against.
     #[serde(serialize_with = "contract_str")]
     pub contract: Contract,
+    /// The interfaces the component imports, as named in it (sorted): what
+    /// it may ask of the host, and so which grants it can use.
+    pub imports: Vec<String>,
+}
+
+impl PluginMeta {
+    /// The `[plugins.<name>]` keys that would give this plugin something
+    /// it imports (see [`grants_for`]).
+    pub fn grants_needed(&self) -> Vec<&'static str> {
+        grants_for(&self.imports)
+    }
+}
+
+/// Which `[plugins.<name>]` keys matter to a component with these imports:
+/// `allow_hosts` for `wasi:http/outgoing-handler`, `env` and `secrets` for
+/// `wasi:cli/environment`, `config` for `agentd:plugin/config`. Sorted, no
+/// repeats. Other WASI imports (filesystem, sockets, ...) are linked but
+/// never granted anything: no preopened directory, no socket.
+pub fn grants_for(imports: &[String]) -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = imports
+        .iter()
+        .flat_map(|import| {
+            let interface = import.split('@').next().unwrap_or(import);
+            match interface {
+                "wasi:http/outgoing-handler" => &["allow_hosts"][..],
+                "wasi:cli/environment" => &["env", "secrets"][..],
+                "agentd:plugin/config" => &["config"][..],
+                _ => &[][..],
+            }
+        })
+        .copied()
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 /// Whether `name` may name a plugin: 1-64 ASCII letters, digits, `_` or

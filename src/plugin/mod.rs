@@ -17,7 +17,8 @@
 //!
 //! Every file here uses only files below it, so each can be read (and
 //! changed) knowing only what is beneath. From the bottom:
-//! 1. `error`, `settings` (`[plugins]`), `bindings`, `clock`, `log_rate`
+//! 1. `error`, `settings` (`[plugins]`), `grants` (`[plugins.<name>]`),
+//!    `bindings`, `clock`, `log_rate`
 //!    (how fast one store may log), `stdio`,
 //!    `cache`, `run_host` (what the strategy world needs from a run),
 //!    `import_needs` (the grant each import needs, from its name) and
@@ -27,6 +28,7 @@
 //!    `meta` (what a plugin says about itself), `engine` (the pool and its
 //!    per-component caps), `limits` (what one store may take, and naming a
 //!    plugin a limit stopped), `store` (what every store starts with),
+//!    `egress` (a tool's HTTP requests against its `allow_hosts`),
 //!    `world` (which world a component exports);
 //! 3. the two worlds: `tool_host` (a tool's imports) → `tool` (`ToolPlugin`,
 //!    its `ToolPre` in any contract version, a run's `ToolBox`) →
@@ -43,8 +45,10 @@ mod catalog;
 pub mod clock;
 mod compat_v0_1;
 mod convert;
+mod egress;
 pub mod engine;
 mod error;
+pub mod grants;
 mod host;
 pub mod import_needs;
 pub mod limits;
@@ -73,6 +77,7 @@ pub use catalog::{
 };
 pub use engine::EngineLimits;
 pub use error::PluginError;
+pub use grants::{AllowList, Grants, PluginGrant, Secret};
 pub use host::PluginHost;
 pub use loader::{Compiled, Loader, MAX_COMPONENT_BYTES};
 pub use meta::{is_valid_plugin_name, PluginKind, PluginMeta, StrategyDefaults};

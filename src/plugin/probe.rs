@@ -49,6 +49,12 @@ pub(super) async fn check(
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    let mut imports: Vec<String> = component
+        .component_type()
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    imports.sort();
     let file = path.to_path_buf();
     let Some((kind, contract)) = world::detect(&exports) else {
         if let Some(message) = world::unknown_version(&exports) {
@@ -82,7 +88,8 @@ pub(super) async fn check(
                 Ok::<_, wasmtime::Error>((meta, defaults))
             };
             let (meta, defaults) = within_probe_timeout(probe).await.map_err(invalid)?;
-            let meta = checked_meta(meta, PluginKind::Strategy, file, contract).map_err(invalid)?;
+            let meta = checked_meta(meta, PluginKind::Strategy, file, contract, imports)
+                .map_err(invalid)?;
             Ok(LoadedPlugin::Strategy(Arc::new(StrategyPlugin {
                 meta,
                 defaults,
@@ -102,7 +109,13 @@ pub(super) async fn check(
             );
             let mut store = new_store(
                 engine,
-                ToolState::new("(loading)".into(), sandbox, StepClock::new(), memory_limit),
+                ToolState::new(
+                    "(loading)".into(),
+                    sandbox,
+                    StepClock::new(),
+                    memory_limit,
+                    Arc::default(),
+                ),
             );
             let probe = async {
                 let inst = pre.instantiate(&mut store).await?;
@@ -111,7 +124,8 @@ pub(super) async fn check(
                 Ok::<_, wasmtime::Error>((meta, spec))
             };
             let (meta, spec) = within_probe_timeout(probe).await.map_err(invalid)?;
-            let meta = checked_meta(meta, PluginKind::Tool, file, contract).map_err(invalid)?;
+            let meta =
+                checked_meta(meta, PluginKind::Tool, file, contract, imports).map_err(invalid)?;
             let spec = spec_from_wit(spec);
             if spec.name != meta.name {
                 return Err(invalid(format!(
@@ -140,6 +154,7 @@ fn checked_meta(
     kind: PluginKind,
     file: PathBuf,
     contract: Contract,
+    imports: Vec<String>,
 ) -> Result<PluginMeta, String> {
     if !is_valid_plugin_name(&m.name) {
         return Err(format!(
@@ -157,6 +172,7 @@ fn checked_meta(
         kind,
         file,
         contract,
+        imports,
     })
 }
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
 use super::clock::StepClock;
+use super::grants::Grants;
 use super::limits::LimitHit;
 use super::run_host::RunHost;
 use super::store::new_store;
@@ -86,18 +87,24 @@ pub struct StrategySession {
 
 impl StrategySession {
     /// Instantiates `strategy` for one run, with the run's tools (each
-    /// instantiated on its first call) acting on `sandbox`. Instantiation is
+    /// instantiated on its first call) acting on `sandbox`, each plugin
+    /// given what `grants` grants it. Instantiation is
     /// bounded by `limit`; dropping the future abandons it.
     pub async fn start(
         strategy: &StrategyPlugin,
         tools: Vec<Arc<ToolPlugin>>,
         sandbox: Arc<dyn Sandbox>,
         host: Arc<dyn RunHost>,
+        grants: Arc<Grants>,
         limit: Duration,
     ) -> Result<Self, SessionError> {
         let name: Arc<str> = strategy.meta.name.as_str().into();
         let clock = StepClock::new();
-        let tools = ToolBox::new(tools, sandbox, clock.clone());
+        let grant = grants.of(&name);
+        let memory_limit = grant.memory_limit.map_or(strategy.memory_limit, |m| {
+            usize::try_from(m).unwrap_or(usize::MAX)
+        });
+        let tools = ToolBox::new(tools, sandbox, clock.clone(), grants);
         let mut store = new_store(
             strategy.pre.engine(),
             StrategyState::new(
@@ -105,7 +112,8 @@ impl StrategySession {
                 host,
                 tools,
                 clock.clone(),
-                strategy.memory_limit,
+                memory_limit,
+                grant,
             ),
         );
         let instance = match tokio::time::timeout(limit, strategy.pre.instantiate(&mut store)).await

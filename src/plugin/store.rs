@@ -11,6 +11,7 @@ use wasmtime::{Engine, Store};
 use wasmtime_wasi::WasiCtx;
 
 use super::bindings::v0_2::strategy::agentd::plugin::logging::Level;
+use super::grants::PluginGrant;
 use super::limits::{
     capped_log_message, StoreLimiter, HOSTCALL_FUEL, MAX_COMPONENT_HANDLES, MAX_HOST_HANDLES,
 };
@@ -32,15 +33,28 @@ pub(super) fn capped_table() -> ResourceTable {
     table
 }
 
-/// WASI for a plugin: no preopened directories, no environment, no
-/// arguments, no network (the builder grants none of them unless asked);
-/// stdout and stderr go to the log under the plugin's name, within `rate`,
-/// the store's log rate.
-pub(super) fn sandboxed_wasi(rate: &Arc<LogRate>) -> WasiCtx {
+/// WASI for a plugin: no preopened directories, no arguments, no sockets
+/// and no name lookups (the builder grants none of them unless asked, and
+/// nothing here asks), and an environment of only what `grant` gives
+/// (`env` and `secrets`); stdout and stderr go to the log under the
+/// plugin's name, within `rate`, the store's log rate. HTTP is not WASI
+/// sockets: it goes through `wasi:http` and the egress check (`egress.rs`).
+pub(super) fn sandboxed_wasi(rate: &Arc<LogRate>, grant: &PluginGrant) -> WasiCtx {
     WasiCtx::builder()
+        .envs(&grant.environment())
         .stdout(stdio::LogStream::new(rate.clone(), "stdout"))
         .stderr(stdio::LogStream::new(rate.clone(), "stderr"))
         .build()
+}
+
+/// A plugin's `config.get`: the value the operator set for `key`.
+pub(super) fn config_get(grant: &PluginGrant, key: &str) -> Option<String> {
+    grant.config.get(key).cloned()
+}
+
+/// A plugin's `config.keys`: every key set, sorted.
+pub(super) fn config_keys(grant: &PluginGrant) -> Vec<String> {
+    grant.config.keys().cloned().collect()
 }
 
 /// Every store yields to the async runtime at each epoch tick, so a deadline

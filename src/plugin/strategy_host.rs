@@ -13,20 +13,23 @@ use super::bindings::types::{self as wit, ErrorCode};
 use super::bindings::v0_1::strategy::agentd::plugin::{
     agent as old_agent, logging as old_logging, types as old_types,
 };
-use super::bindings::v0_2::strategy::agentd::plugin::{agent, logging};
+use super::bindings::v0_2::strategy::agentd::plugin::{agent, config, logging};
 use super::clock::StepClock;
 use super::compat_v0_1::{old, Conv};
 use super::convert::*;
+use super::grants::PluginGrant;
 use super::limits::{LimitHit, StoreLimiter};
 use super::log_rate::LogRate;
 use super::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost};
-use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
+use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_wasi, Limited};
 use super::tool::{ToolBox, ToolFailure};
 
 /// The data of a strategy's store: its WASI context and handles, its
 /// limiter, the run it serves and the run's tools.
 pub struct StrategyState {
     wasi: WasiCtx,
+    /// What the operator granted the strategy: its environment and settings.
+    grant: Arc<PluginGrant>,
     table: ResourceTable,
     limiter: StoreLimiter,
     plugin: Arc<str>,
@@ -39,17 +42,19 @@ pub struct StrategyState {
 
 impl StrategyState {
     /// The state of `plugin`'s store for one run, its memories summed
-    /// limited to `memory_limit` bytes.
+    /// limited to `memory_limit` bytes, with what `grant` grants.
     pub fn new(
         plugin: Arc<str>,
         host: Arc<dyn RunHost>,
         tools: ToolBox,
         clock: Arc<StepClock>,
         memory_limit: usize,
+        grant: Arc<PluginGrant>,
     ) -> Self {
         let log_rate = LogRate::new(plugin.clone());
         StrategyState {
-            wasi: sandboxed_wasi(&log_rate),
+            wasi: sandboxed_wasi(&log_rate, &grant),
+            grant,
             table: capped_table(),
             limiter: StoreLimiter::new(memory_limit),
             plugin,
@@ -68,9 +73,10 @@ impl StrategyState {
         Self::new(
             plugin,
             Arc::new(ProbeHost),
-            ToolBox::new(Vec::new(), sandbox, clock.clone()),
+            ToolBox::new(Vec::new(), sandbox, clock.clone(), Arc::default()),
             clock,
             memory_limit,
+            Arc::default(),
         )
     }
 
@@ -97,6 +103,16 @@ impl WasiView for StrategyState {
 }
 
 impl wit::Host for StrategyState {}
+
+impl config::Host for StrategyState {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(config_get(&self.grant, &key))
+    }
+
+    async fn keys(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(config_keys(&self.grant))
+    }
+}
 
 impl logging::Host for StrategyState {
     async fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
@@ -15,6 +16,7 @@ use super::bindings::{v0_1, v0_2, Contract};
 use super::clock::StepClock;
 use super::compat_v0_1;
 use super::convert::error;
+use super::grants::Grants;
 use super::limits::LimitHit;
 use super::meta::PluginMeta;
 use super::store::new_store;
@@ -49,7 +51,7 @@ pub fn link_tool(linker: &mut Linker<ToolState>) -> wasmtime::Result<()> {
 pub enum ToolPre {
     /// Built against `agentd:plugin@0.1.0`.
     V0_1(v0_1::tool::ToolPre<ToolState>),
-    /// Built against `agentd:plugin@0.2.0`, the current contract.
+    /// Built against `agentd:plugin@0.2.0` or `0.2.1` (the current contract).
     V0_2(v0_2::tool::ToolPre<ToolState>),
 }
 
@@ -64,16 +66,8 @@ impl ToolPre {
         let pre = linker.instantiate_pre(component)?;
         Ok(match contract {
             Contract::V0_1 => ToolPre::V0_1(v0_1::tool::ToolPre::new(pre)?),
-            Contract::V0_2 => ToolPre::V0_2(v0_2::tool::ToolPre::new(pre)?),
+            Contract::V0_2 | Contract::V0_2_1 => ToolPre::V0_2(v0_2::tool::ToolPre::new(pre)?),
         })
-    }
-
-    /// The contract version the component was built against.
-    pub fn contract(&self) -> Contract {
-        match self {
-            ToolPre::V0_1(_) => Contract::V0_1,
-            ToolPre::V0_2(_) => Contract::V0_2,
-        }
     }
 
     /// The engine it was compiled for; its stores must be made from it.
@@ -168,6 +162,15 @@ pub enum ToolFailure {
         /// The trap, or why the tool could not be instantiated.
         message: String,
     },
+    /// One call took longer than the tool's `[plugins.<name>] timeout`; its
+    /// instance is discarded and the model sees the failure.
+    #[error("tool plugin `{plugin}` did not answer within its timeout of {}s ([plugins.{plugin}] timeout)", limit.as_secs_f64())]
+    Timeout {
+        /// The tool's name.
+        plugin: String,
+        /// Its `timeout`.
+        limit: Duration,
+    },
     /// The tool was stopped by one of the host's limits (memory, stack,
     /// handles); the strategy host ends the run with it. (Too many bytes in
     /// one call is `Trapped`: the model can ask for less.)
@@ -187,18 +190,23 @@ pub struct ToolBox {
     live: HashMap<String, LiveTool>,
     sandbox: Arc<dyn Sandbox>,
     clock: Arc<StepClock>,
+    /// The grants of the configuration the run was created under.
+    grants: Arc<Grants>,
 }
 
 impl ToolBox {
-    /// The tools an agent names, none instantiated yet; they act on `sandbox`
-    /// and count their time on the run's `clock`.
+    /// The tools an agent names, none instantiated yet; they act on `sandbox`,
+    /// count their time on the run's `clock`, and get what `grants` grants
+    /// each of them.
     pub fn new(
         plugins: Vec<Arc<ToolPlugin>>,
         sandbox: Arc<dyn Sandbox>,
         clock: Arc<StepClock>,
+        grants: Arc<Grants>,
     ) -> Self {
         ToolBox {
             clock,
+            grants,
             plugins: plugins
                 .into_iter()
                 .map(|p| (p.meta.name.clone(), p))
@@ -214,14 +222,19 @@ impl ToolBox {
         let Some(plugin) = self.plugins.get(name).cloned() else {
             return Err(ToolFailure::Unknown(name.to_string()));
         };
+        let grant = self.grants.of(name);
         if !self.live.contains_key(name) {
+            let memory_limit = grant.memory_limit.map_or(plugin.memory_limit, |m| {
+                usize::try_from(m).unwrap_or(usize::MAX)
+            });
             let mut store = new_store(
                 plugin.pre.engine(),
                 ToolState::new(
                     plugin.meta.name.as_str().into(),
                     self.sandbox.clone(),
                     self.clock.clone(),
-                    plugin.memory_limit,
+                    memory_limit,
+                    grant.clone(),
                 ),
             );
             let instance = match plugin.pre.instantiate(&mut store).await {
@@ -242,7 +255,29 @@ impl ToolBox {
         let Some(live) = self.live.get_mut(name) else {
             return Err(ToolFailure::Unknown(name.to_string()));
         };
-        let result = live.instance.invoke(&mut live.store, arguments).await;
+        let result = match grant.timeout {
+            None => live.instance.invoke(&mut live.store, arguments).await,
+            Some(limit) => {
+                let call = live.instance.invoke(&mut live.store, arguments);
+                match within_tool_time(&self.clock, limit, call).await {
+                    Some(r) => r,
+                    None => {
+                        // The call was dropped mid-way: its store is in no
+                        // state to be called again.
+                        self.live.remove(name);
+                        tracing::warn!(
+                            plugin = name,
+                            limit_secs = limit.as_secs_f64(),
+                            "tool call passed its [plugins.<name>] timeout"
+                        );
+                        return Err(ToolFailure::Timeout {
+                            plugin: name.to_string(),
+                            limit,
+                        });
+                    }
+                }
+            }
+        };
         match result {
             Ok(Ok(text)) => Ok(text),
             Ok(Err(e)) => Err(ToolFailure::Reported(e)),
@@ -272,6 +307,30 @@ impl ToolBox {
     }
 }
 
+/// Runs `call` until it has taken `limit` of plugin time on `clock` (time
+/// paused in sandbox waits does not count, as for the step deadline);
+/// `None` when it took longer, and the call is dropped.
+async fn within_tool_time<T>(
+    clock: &StepClock,
+    limit: Duration,
+    call: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let start = clock.guest_time();
+    tokio::pin!(call);
+    loop {
+        let used = clock.guest_time().saturating_sub(start);
+        let left = limit.saturating_sub(used);
+        if left.is_zero() {
+            return None;
+        }
+        tokio::select! {
+            biased;
+            r = &mut call => return Some(r),
+            _ = tokio::time::sleep(left) => {}
+        }
+    }
+}
+
 impl ToolFailure {
     /// The error a strategy sees from `invoke-tool`: the tool's own error as
     /// is, or `unknown-tool` / `failed` with this failure's message.
@@ -279,9 +338,9 @@ impl ToolFailure {
         match self {
             ToolFailure::Unknown(n) => error(ErrorCode::UnknownTool, format!("unknown tool `{n}`")),
             ToolFailure::Reported(e) => e,
-            t @ (ToolFailure::Trapped { .. } | ToolFailure::Limit(_)) => {
-                error(ErrorCode::Failed, t.to_string())
-            }
+            t @ (ToolFailure::Trapped { .. }
+            | ToolFailure::Timeout { .. }
+            | ToolFailure::Limit(_)) => error(ErrorCode::Failed, t.to_string()),
         }
     }
 }

@@ -9,24 +9,31 @@ use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::types as wit;
 use super::bindings::v0_1::strategy::agentd::plugin::{logging as old_logging, types as old_types};
 use super::bindings::v0_1::tool::agentd::plugin::sandbox as old_sandbox;
-use super::bindings::v0_2::strategy::agentd::plugin::logging;
+use super::bindings::v0_2::strategy::agentd::plugin::{config, logging};
 use super::bindings::v0_2::tool::agentd::plugin::sandbox as wit_sandbox;
 use super::clock::{Paused, StepClock};
 use super::compat_v0_1::{old, Conv};
 use super::convert::sandbox_error;
+use super::egress::Egress;
+use super::grants::PluginGrant;
 use super::limits::{LimitHit, StoreLimiter};
 use super::log_rate::LogRate;
-use super::store::{capped_table, plugin_log, sandboxed_wasi, Limited};
+use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_wasi, Limited};
 use crate::sandbox::{CommandSpec, Sandbox};
 
 /// The data of one tool's store in one run: its WASI context and handles,
-/// its limiter, and the run's sandbox.
+/// its limiter, its grant (environment, settings, HTTP egress), and the
+/// run's sandbox.
 pub struct ToolState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    egress: Egress,
+    grant: Arc<PluginGrant>,
     table: ResourceTable,
     limiter: StoreLimiter,
     plugin: Arc<str>,
@@ -40,16 +47,21 @@ pub struct ToolState {
 
 impl ToolState {
     /// The state of `plugin`'s store in one run, acting on `sandbox`, its
-    /// memories summed limited to `memory_limit` bytes.
+    /// memories summed limited to `memory_limit` bytes, given what `grant`
+    /// grants.
     pub fn new(
         plugin: Arc<str>,
         sandbox: Arc<dyn Sandbox>,
         clock: Arc<StepClock>,
         memory_limit: usize,
+        grant: Arc<PluginGrant>,
     ) -> Self {
         let log_rate = LogRate::new(plugin.clone());
         ToolState {
-            wasi: sandboxed_wasi(&log_rate),
+            wasi: sandboxed_wasi(&log_rate, &grant),
+            http: WasiHttpCtx::new(),
+            egress: Egress::new(plugin.clone(), grant.clone()),
+            grant,
             table: capped_table(),
             limiter: StoreLimiter::new(memory_limit),
             plugin,
@@ -85,7 +97,27 @@ impl WasiView for ToolState {
     }
 }
 
+impl WasiHttpView for ToolState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
+        }
+    }
+}
+
 impl wit::Host for ToolState {}
+
+impl config::Host for ToolState {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(config_get(&self.grant, &key))
+    }
+
+    async fn keys(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(config_keys(&self.grant))
+    }
+}
 
 impl logging::Host for ToolState {
     async fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {

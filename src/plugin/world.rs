@@ -9,15 +9,18 @@ use super::bindings::{v0_1, v0_2, Contract};
 /// it exports neither world in any version the host knows.
 pub fn detect(exports: &[String]) -> Option<(WorldKind, Contract)> {
     let has = |name: &str| exports.iter().any(|e| e == name);
-    [
-        (v0_2::STRATEGY_EXPORT, WorldKind::Strategy, Contract::V0_2),
-        (v0_1::STRATEGY_EXPORT, WorldKind::Strategy, Contract::V0_1),
-        (v0_2::TOOL_EXPORT, WorldKind::Tool, Contract::V0_2),
-        (v0_1::TOOL_EXPORT, WorldKind::Tool, Contract::V0_1),
-    ]
-    .into_iter()
-    .find(|(name, ..)| has(name))
-    .map(|(_, kind, contract)| (kind, contract))
+    let strategies = v0_2::STRATEGY_EXPORTS
+        .into_iter()
+        .chain([(v0_1::STRATEGY_EXPORT, Contract::V0_1)])
+        .map(|(name, c)| (name, WorldKind::Strategy, c));
+    let tools = v0_2::TOOL_EXPORTS
+        .into_iter()
+        .chain([(v0_1::TOOL_EXPORT, Contract::V0_1)])
+        .map(|(name, c)| (name, WorldKind::Tool, c));
+    strategies
+        .chain(tools)
+        .find(|(name, ..)| has(name))
+        .map(|(_, kind, contract)| (kind, contract))
 }
 
 #[cfg(test)]
@@ -34,6 +37,10 @@ mod tests {
         assert_eq!(
             detect(&one("agentd:plugin/tool-api@0.1.0")),
             Some((WorldKind::Tool, Contract::V0_1))
+        );
+        assert_eq!(
+            detect(&one("agentd:plugin/tool-api@0.2.1")),
+            Some((WorldKind::Tool, Contract::V0_2_1))
         );
         let future = one("agentd:plugin/strategy-api@0.3.0");
         assert_eq!(detect(&future), None);
@@ -56,7 +63,7 @@ pub enum WorldKind {
 }
 
 /// The contract versions this host serves, for messages.
-pub const SUPPORTED: &str = "0.1.0 and 0.2.0";
+pub const SUPPORTED: &str = "0.1.0, 0.2.0 and 0.2.1";
 
 /// For a component that exports a plugin world of a contract version this
 /// host does not know (built with a newer SDK, say), the message that says
@@ -75,11 +82,11 @@ pub fn unknown_version(exports: &[String]) -> Option<String> {
 /// Every export name the host accepts, for the error about a component that
 /// exports none of them.
 pub fn known_exports() -> String {
-    [
-        v0_2::STRATEGY_EXPORT,
-        v0_2::TOOL_EXPORT,
-        v0_1::STRATEGY_EXPORT,
-        v0_1::TOOL_EXPORT,
-    ]
-    .join(", ")
+    v0_2::STRATEGY_EXPORTS
+        .iter()
+        .chain(v0_2::TOOL_EXPORTS.iter())
+        .map(|(name, _)| *name)
+        .chain([v0_1::STRATEGY_EXPORT, v0_1::TOOL_EXPORT])
+        .collect::<Vec<_>>()
+        .join(", ")
 }

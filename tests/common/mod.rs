@@ -52,6 +52,7 @@ pub const ALL_TEST_PLUGINS: &[&str] = &[
     "python_execute",
     "legacy_strategy",
     "legacy_tool",
+    "legacy_v0_2_tool",
 ];
 
 pub struct Harness {
@@ -90,6 +91,7 @@ impl Harness {
             sandboxes,
             step_timeout,
             limits: agentd::agent::RunLimits::default(),
+            grants: Default::default(),
         });
         Harness {
             llm: FakeLlm::start().await.expect("fake LLM"),

@@ -1,5 +1,6 @@
-//! The part of the contract that strategies and tools share: the `types`
-//! and `logging` interfaces of `agentd:plugin@0.2.0`, and their helpers.
+//! The part of the contract that strategies and tools share: the `types`,
+//! `logging` and `config` interfaces of `agentd:plugin@0.2.1`, and their
+//! helpers.
 //!
 //! Plugins need not depend on this crate: `agentd-strategy-sdk` and
 //! `agentd-tool-sdk` map both interfaces here with wit-bindgen's `with:` and
@@ -7,14 +8,14 @@
 //! same Rust types, so the helpers below (inherent impls, which must live in
 //! the crate that defines the type) are written once too.
 //!
-//! Only these two interfaces are generated, through an inline world that
+//! Only these three interfaces are generated, through an inline world that
 //! imports nothing else: a component embeds the type section of every world
 //! its crates generate, so generating the `strategy` or `tool` world here
 //! would give every plugin the other kind's imports (`agent` in tools,
-//! `sandbox` in strategies). Both interfaces are already part of both
+//! `sandbox` in strategies). All three interfaces are already part of both
 //! worlds, so this crate's section adds no import to any component.
 
-/// Raw `wit-bindgen` output for `types` and `logging`, public for anything
+/// Raw `wit-bindgen` output for `types`, `logging` and `config`, public for anything
 /// the re-exports miss.
 pub mod bindings {
     wit_bindgen::generate!({
@@ -22,11 +23,12 @@ pub mod bindings {
             package agentd:plugin-types;
 
             world common {
-                import agentd:plugin/types@0.2.0;
-                import agentd:plugin/logging@0.2.0;
+                import agentd:plugin/types@0.2.1;
+                import agentd:plugin/logging@0.2.1;
+                import agentd:plugin/config@0.2.1;
             }
         ",
-        path: "../../../wit/since_v0.2.0",
+        path: "../../../wit/since_v0.2.1",
         // The interfaces belong to another package than the inline world,
         // and wit-bindgen only generates those it is told to.
         generate_all,
@@ -35,7 +37,7 @@ pub mod bindings {
     });
 }
 
-pub use bindings::agentd::plugin::{logging, types};
+pub use bindings::agentd::plugin::{config, logging, types};
 pub use types::{
     Error, ErrorCode, Message, PluginMetadata as Metadata, Role, ToolCall, ToolChoice, ToolSpec,
     Usage,
@@ -44,7 +46,7 @@ pub use types::{
 /// The contract the SDKs build against: the host reports it for each plugin
 /// (`agentd plugins`, `GET /v1/plugins`). It is defined here because both
 /// SDKs build against the same WIT folder as this crate.
-pub const CONTRACT: &str = "agentd:plugin@0.2.0";
+pub const CONTRACT: &str = "agentd:plugin@0.2.1";
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -182,7 +184,7 @@ mod tests {
 
     #[test]
     fn contract_names_the_package_the_bindings_come_from() {
-        let wit = include_str!("../../../../wit/since_v0.2.0/agentd.wit");
+        let wit = include_str!("../../../../wit/since_v0.2.1/agentd.wit");
         assert!(wit.contains(&format!("\npackage {CONTRACT};\n")));
     }
 

@@ -12,12 +12,13 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool",
-        path: "../../../wit/since_v0.2.0",
+        path: "../../../wit/since_v0.2.1",
         // Generated once, in agentd-plugin-types, so that both SDKs share
         // these types and the helpers on them.
         with: {
-            "agentd:plugin/types@0.2.0": agentd_plugin_types::types,
-            "agentd:plugin/logging@0.2.0": agentd_plugin_types::logging,
+            "agentd:plugin/types@0.2.1": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.1": agentd_plugin_types::logging,
+            "agentd:plugin/config@0.2.1": agentd_plugin_types::config,
         },
         // Lets plugin code and tests compare this world's records
         // (commands, outputs, entries), as they can messages and errors.
@@ -28,7 +29,7 @@ pub mod bindings {
     });
 }
 
-pub use agentd_plugin_types::{CONTRACT, Error, ErrorCode, Metadata, ToolSpec, log};
+pub use agentd_plugin_types::{CONTRACT, Error, ErrorCode, Metadata, ToolSpec, config, log};
 pub use bindings::agentd::plugin::sandbox::{self, Command, CommandOutput, DirEntry};
 /// `export_tool!(MyTool)` makes `MyTool` (which implements [`Guest`]) the
 /// component's `tool-api` export. Use it exactly once.
