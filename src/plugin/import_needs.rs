@@ -3,9 +3,13 @@
 //! provides it at all. Read from the import's name alone, so that
 //! `agentd plugin check` can tell an author, before any daemon is involved,
 //! what an operator will have to grant (deny by default: an import without
-//! its grant links, but refuses or sees nothing).
+//! its grant links, but refuses or sees nothing). Which key a grant is comes
+//! from [`grants_for`], the daemon's own rule; this adds whether agentd
+//! provides the import and what it gives.
 
 use serde::Serialize;
+
+use super::meta::grants_for;
 
 /// One import of a component and what it needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -16,9 +20,10 @@ pub struct ImportNeed {
     /// Whether agentd links something for it. `false` means the component
     /// cannot load in this host: the import is not one agentd offers.
     pub provided: bool,
-    /// The `[plugins.<name>]` key(s) the operator sets for it to do
-    /// anything; `None` when it works without a grant (or never does).
-    pub grant: Option<&'static str>,
+    /// The `[plugins.<name>]` keys the operator sets for it to do
+    /// anything ([`grants_for`], the rule `GET /v1/plugins` uses too);
+    /// empty when it works without a grant (or never does).
+    pub grants: Vec<&'static str>,
     /// What the plugin gets through it, in a few words.
     pub note: &'static str,
 }
@@ -27,46 +32,39 @@ pub struct ImportNeed {
 /// a version fits, this only says what a family of imports is for.
 pub fn classify(import: &str) -> ImportNeed {
     let family = import.split('@').next().unwrap_or(import);
-    let (provided, grant, note) = match family {
+    let (provided, note) = match family {
         "agentd:plugin/config" => (
             true,
-            Some("config"),
             "the plugin's settings; empty unless [plugins.<name>] config is set",
         ),
-        f if f.starts_with("agentd:plugin/") => (true, None, "the agentd contract"),
-        "wasi:http/outgoing-handler" | "wasi:http/types" => (
+        f if f.starts_with("agentd:plugin/") => (true, "the agentd contract"),
+        "wasi:http/outgoing-handler" => (
             true,
-            Some("allow_hosts"),
             "outgoing HTTP; every request is refused unless its host is in allow_hosts",
         ),
-        "wasi:cli/environment" => (
-            true,
-            Some("env, secrets"),
-            "environment variables; empty unless granted",
-        ),
+        "wasi:http/types" => (true, "HTTP's types"),
+        "wasi:cli/environment" => (true, "environment variables; empty unless granted"),
         f if f.starts_with("wasi:sockets/") => (
             true,
-            None,
             "raw sockets: linked, but every socket is refused (use wasi:http with allow_hosts)",
         ),
         f if f.starts_with("wasi:filesystem/") => (
             true,
-            None,
             "files: linked, but nothing is preopened (tools reach files through the sandbox)",
         ),
-        f if f.starts_with("wasi:cli/") => (true, None, "stdio (to the log), exit, terminal"),
+        f if f.starts_with("wasi:cli/") => (true, "stdio (to the log), exit, terminal"),
         f if f.starts_with("wasi:io/")
             || f.starts_with("wasi:clocks/")
             || f.starts_with("wasi:random/") =>
         {
-            (true, None, "streams, clocks, randomness")
+            (true, "streams, clocks, randomness")
         }
-        _ => (false, None, "not something agentd provides"),
+        _ => (false, "not something agentd provides"),
     };
     ImportNeed {
         import: import.to_string(),
         provided,
-        grant,
+        grants: grants_for(&[import.to_string()]),
         note,
     }
 }
@@ -78,18 +76,18 @@ mod tests {
     #[test]
     fn grants_are_named_for_the_imports_that_need_them() {
         assert_eq!(
-            classify("wasi:http/outgoing-handler@0.2.12").grant,
-            Some("allow_hosts")
+            classify("wasi:http/outgoing-handler@0.2.12").grants,
+            ["allow_hosts"]
         );
         assert_eq!(
-            classify("wasi:cli/environment@0.2.0").grant,
-            Some("env, secrets")
+            classify("wasi:cli/environment@0.2.0").grants,
+            ["env", "secrets"]
         );
-        assert_eq!(classify("agentd:plugin/config@0.2.1").grant, Some("config"));
+        assert_eq!(classify("agentd:plugin/config@0.2.1").grants, ["config"]);
         let sandbox = classify("agentd:plugin/sandbox@0.2.0");
-        assert!(sandbox.provided && sandbox.grant.is_none());
+        assert!(sandbox.provided && sandbox.grants.is_empty());
         let sockets = classify("wasi:sockets/tcp@0.2.0");
-        assert!(sockets.provided && sockets.grant.is_none());
+        assert!(sockets.provided && sockets.grants.is_empty());
         let foreign = classify("acme:db/query@1.0.0");
         assert!(!foreign.provided, "{foreign:?}");
     }

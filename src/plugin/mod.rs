@@ -80,7 +80,7 @@ pub use error::PluginError;
 pub use grants::{AllowList, Grants, PluginGrant, Secret};
 pub use host::PluginHost;
 pub use loader::{Compiled, Loader, MAX_COMPONENT_BYTES};
-pub use meta::{is_valid_plugin_name, PluginKind, PluginMeta, StrategyDefaults};
+pub use meta::{grants_for, is_valid_plugin_name, PluginKind, PluginMeta, StrategyDefaults};
 pub use registry::{LoadedPlugin, PluginSet};
 pub use settings::PluginSettings;
 pub use strategy::StrategyPlugin;

@@ -1,7 +1,8 @@
 //! `agentd plugin call FILE.wasm|NAME '{"json":"args"}'`: one tool call,
 //! without a daemon or a model, the author's inner loop. The tool runs as
-//! in a run: its own store under `[plugins]`, its plugin time bounded by
-//! `[daemon] step_timeout`, and a Docker sandbox behind its `sandbox`
+//! in a run: its own store under `[plugins]`, what `[plugins.<name>]`
+//! grants it, its plugin time bounded by `[daemon] step_timeout` (or its
+//! grant's `timeout`), and a Docker sandbox behind its `sandbox`
 //! import, made from `[sandbox]` as `run --local` makes it: created on the
 //! first sandbox call only, and removed afterwards whatever happened (a
 //! result, an error, a trap, the deadline, Ctrl-C).
@@ -16,7 +17,7 @@ use crate::config::{default_config_path, Config};
 use crate::plugin::bindings::types::ErrorCode;
 use crate::plugin::clock::StepClock;
 use crate::plugin::tool::{ToolBox, ToolFailure};
-use crate::plugin::{EngineLimits, LoadedPlugin, PluginHost, ToolPlugin};
+use crate::plugin::{EngineLimits, Grants, LoadedPlugin, PluginHost, ToolPlugin};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, Sandbox, SandboxProvider};
 
@@ -57,13 +58,14 @@ pub async fn run(args: &CallArgs) -> i32 {
             .for_run(&run_id),
     };
     let name = tool.meta.name.clone();
-    let outcome = call_once(
-        tool,
-        sandbox.clone(),
-        &args.arguments,
-        config.daemon.step_timeout,
-    )
-    .await;
+    // The tool gets what the configuration grants it, as in a run: its
+    // hosts, environment, settings and limits (`[plugins.<name>]`).
+    let grants = Arc::new(config.plugin_grants.clone());
+    let step_timeout = grants
+        .of(&name)
+        .timeout
+        .unwrap_or(config.daemon.step_timeout);
+    let outcome = call_once(tool, sandbox.clone(), grants, &args.arguments, step_timeout).await;
     // Whatever happened: a container made for this call goes with it.
     sandbox.destroy().await;
     match outcome {
@@ -145,13 +147,14 @@ async fn find_tool(host: &PluginHost, config: &Config, tool: &str) -> Result<Arc
 async fn call_once(
     tool: Arc<ToolPlugin>,
     sandbox: Arc<dyn Sandbox>,
+    grants: Arc<Grants>,
     arguments: &str,
     step_timeout: Duration,
 ) -> Called {
     let clock = StepClock::new();
     let name: Arc<str> = tool.meta.name.as_str().into();
     clock.start(&name);
-    let mut tools = ToolBox::new(vec![tool], sandbox, clock.clone());
+    let mut tools = ToolBox::new(vec![tool], sandbox, clock.clone(), grants);
     let invoke = tools.invoke(&name, arguments);
     tokio::pin!(invoke);
     loop {

@@ -14,7 +14,7 @@ use super::{usage, CheckArgs};
 use crate::plugin::import_needs::{self, ImportNeed};
 use crate::plugin::tool_schema::schema_problems;
 use crate::plugin::world::{self, WorldKind};
-use crate::plugin::{EngineLimits, LoadedPlugin, Loader, MAX_COMPONENT_BYTES};
+use crate::plugin::{grants_for, EngineLimits, LoadedPlugin, Loader, MAX_COMPONENT_BYTES};
 
 /// What `check` found; `--json` prints it as is.
 #[derive(Debug, Serialize)]
@@ -160,12 +160,8 @@ pub async fn check(loader: &Loader, path: &Path) -> Result<Report, String> {
                 need.import
             ));
         }
-        if let Some(grant) = need.grant {
-            if !report.grants.contains(&grant) {
-                report.grants.push(grant);
-            }
-        }
     }
+    report.grants = grants_for(&compiled.imports(loader.engine()));
     let uses_http = report
         .imports
         .iter()
@@ -285,13 +281,14 @@ pub fn render(r: &Report) -> String {
     let (noted, plain): (Vec<&ImportNeed>, Vec<&ImportNeed>) = r
         .imports
         .iter()
-        .partition(|n| n.grant.is_some() || !n.provided || !n.import.starts_with("wasi:"));
+        .partition(|n| !n.grants.is_empty() || !n.provided || !n.import.starts_with("wasi:"));
     for (i, need) in noted.iter().enumerate() {
         let label = if i == 0 { "imports" } else { "" };
-        let grant = need
-            .grant
-            .map(|g| format!(" [grant: {g}]"))
-            .unwrap_or_default();
+        let grant = if need.grants.is_empty() {
+            String::new()
+        } else {
+            format!(" [grant: {}]", need.grants.join(", "))
+        };
         let _ = writeln!(out, "{label:<10} {}{grant}: {}", need.import, need.note);
     }
     let mut notes: Vec<&str> = plain.iter().map(|n| n.note).collect();
