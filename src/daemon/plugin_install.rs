@@ -158,7 +158,7 @@ pub async fn remove(
         .into_iter()
         .filter(|s| s.name == name)
         .collect();
-    let status = match matching.as_slice() {
+    let mut status = match matching.as_slice() {
         [] => {
             return Err(ApiError::not_found(format!(
                 "no plugin `{name}` in the plugins folder {}",
@@ -177,6 +177,7 @@ pub async fn remove(
             )));
         }
     };
+    status.grants = d.generation().runtime.grants.of(&status.name).public();
     let file = status.file.clone();
     let dir_r = dir.clone();
     let removed = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
@@ -217,8 +218,12 @@ fn check_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// The status record of `file` as `GET /v1/plugins` shows it: with what the
+/// running configuration grants the plugin (secrets by name only).
 fn status_of(d: &Daemon, file: &Path) -> Option<PluginStatus> {
-    d.plugins.statuses().into_iter().find(|s| s.file == file)
+    let mut status = d.plugins.statuses().into_iter().find(|s| s.file == file)?;
+    status.grants = d.generation().runtime.grants.of(&status.name).public();
+    Some(status)
 }
 
 /// Temp file in `dir`, fsync, mode 0644, rename over `target`, fsync `dir`.
