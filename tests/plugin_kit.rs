@@ -309,7 +309,7 @@ async fn the_install_route_validates_before_it_writes() {
     assert_eq!(std::fs::read(&file).expect("installed"), echo);
     let mode = std::fs::metadata(&file).expect("installed").permissions().mode();
     assert_eq!(mode & 0o777, 0o644, "{mode:o}");
-    assert_eq!(plugin_status(&d, "echo").expect("listed")["status"], "loaded");
+    assert_eq!(plugin_status(&d, "echo").expect("listed"), v, "the answer is the listed record");
     // No temp file is left behind.
     assert_eq!(files().len(), before.len() + 1, "{:?}", files());
     // Again: a replacement, 200.
@@ -548,4 +548,46 @@ async fn a_python_strategy_from_new_to_a_run() {
     assert_eq!(record["outcome"], "finished", "{record:#}");
     assert_eq!(tool_messages(&record), ["echoed by python"]);
     tokio::task::block_in_place(|| remove(&d, "py_kit_strategy"));
+}
+
+/// `plugin call` of a tool that uses the sandbox: the container is made for
+/// the call (the command runs in it, as the image's `sandbox` user) and
+/// removed after it, whether the tool answered or failed. Needs a Docker
+/// engine and the sandbox images (scripts/ensure-docker.sh,
+/// scripts/build-images.sh).
+#[tokio::test(flavor = "multi_thread")]
+async fn call_gives_a_sandbox_tool_a_container_and_removes_it() {
+    let plugins = common::plugins_dir(&["bash", "str_replace_editor"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\n\n[sandbox]\nimage = \"agentd-sandbox-tiny:latest\"\n",
+            plugins.path().display(),
+            dir.path().join("state").display()
+        ),
+    )
+    .expect("write config");
+    let config = config.to_str().expect("utf-8");
+    let ran = agentd(&["plugin", "call", "--config", config, "bash", r#"{"command": "echo in the box; whoami"}"#]);
+    assert!(ran.status.success(), "{}", text(&ran));
+    assert_eq!(stdout(&ran), "in the box\nsandbox\n");
+    let failed = agentd(&[
+        "plugin",
+        "call",
+        "--config",
+        config,
+        "str_replace_editor",
+        r#"{"command": "view", "path": "/nonexistent"}"#,
+    ]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("does not exist"), "{}", text(&failed));
+    let left: Vec<String> = common::containers_labelled("agentd.managed=true")
+        .await
+        .into_iter()
+        .filter_map(|c| c.labels?.get("agentd.run").cloned())
+        .filter(|run| run.starts_with("call-"))
+        .collect();
+    assert!(left.is_empty(), "containers left behind by plugin call: {left:?}");
 }
