@@ -117,6 +117,17 @@ async fn find_tool(host: &PluginHost, config: &Config, tool: &str) -> Result<Arc
         };
     }
     let dir = &config.daemon.plugins_dir;
+    // `NAME.wasm` first: what `plugin install` writes, and loading only it
+    // spares compiling the whole folder (seconds per Python plugin). The
+    // name is the metadata's, so anything else means looking at them all.
+    let named = dir.join(format!("{tool}.wasm"));
+    if let Ok(bytes) = std::fs::read(&named) {
+        if let Ok(LoadedPlugin::Tool(t)) = host.validate(&named, bytes).await {
+            if t.meta.name == tool {
+                return Ok(t);
+            }
+        }
+    }
     let report = host.load_dir(dir).await.map_err(|e| {
         format!(
             "cannot read the plugins folder: {e} (give a .wasm file, or set [daemon] plugins_dir)"

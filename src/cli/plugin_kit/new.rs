@@ -246,8 +246,9 @@ fn next_steps(args: &NewArgs, dir: &Path) -> String {
             args.kind.as_str()
         ),
         Lang::Python => format!(
-            "wrote a Python {} plugin `{name}` into {d}\n\n  cd {d}\n  ./build.sh\n  agentd plugin check {name}.wasm\n  agentd plugin install {name}.wasm\n\n(see {d}/README.md)",
-            args.kind.as_str()
+            "wrote a Python {} plugin `{name}` into {d}\n\n  cd {d}\n  pip install componentize-py=={}   # once\n  ./build.sh\n  agentd plugin check {name}.wasm\n  agentd plugin install {name}.wasm\n\n(see {d}/README.md)",
+            args.kind.as_str(),
+            embedded::COMPONENTIZE_PY
         ),
     }
 }
