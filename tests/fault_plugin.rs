@@ -97,11 +97,7 @@ async fn strategy_growing_past_memory_limit_ends_the_run_naming_it() {
         &llm,
         "hostile",
         "hoard memory",
-        &[
-            "plugin `misbehave`",
-            "[plugins] memory_limit (32 MiB)",
-            "refused",
-        ],
+        &["plugin `misbehave`", "memory limit of 32 MiB", "refused"],
     )
     .await;
 }
@@ -124,7 +120,7 @@ async fn tool_growing_past_memory_limit_ends_the_run_naming_it() {
         &llm,
         "hostile_tool",
         "tool hoards memory",
-        &["plugin `fail_tool`", "[plugins] memory_limit (32 MiB)"],
+        &["plugin `fail_tool`", "memory limit of 32 MiB"],
     )
     .await;
 }

@@ -66,7 +66,12 @@ fn kinds(changes: &[PluginChange]) -> Vec<(ChangeKind, String)> {
 async fn call_versioned(set: &PluginSet) -> String {
     let tool = set.tool("versioned").expect("versioned tool");
     let sandbox = NoSandbox::new("plugin reload tests").for_run("test");
-    let mut tools = ToolBox::new(vec![tool], sandbox, agentd::plugin::clock::StepClock::new());
+    let mut tools = ToolBox::new(
+        vec![tool],
+        sandbox,
+        agentd::plugin::clock::StepClock::new(),
+        Default::default(),
+    );
     tools
         .invoke("versioned", "{}")
         .await

@@ -94,6 +94,47 @@ async fn the_name_comes_from_metadata_not_the_file_name() {
 }
 
 #[tokio::test]
+async fn a_component_importing_what_agentd_lacks_is_refused_naming_the_import() {
+    let dir = plugins_dir(&["foreign_import", "echo"]);
+    let host = host();
+    let report = host.load_dir(dir.path()).await.expect("load");
+    assert!(host.snapshot().tool("echo").is_some());
+    assert!(host.snapshot().tool("foreign_import").is_none());
+    let (_, error) = report
+        .failed
+        .iter()
+        .find(|(path, _)| path.ends_with("foreign_import.wasm"))
+        .expect("refused");
+    let text = error.to_string();
+    assert!(
+        text.contains("example:elsewhere/clock@1.0.0") && text.contains("foreign_import.wasm"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_importing_wasi_http_loads_without_any_grant_and_says_what_it_needs() {
+    let dir = plugins_dir(&["grant_probe"]);
+    let host = host();
+    let report = host.load_dir(dir.path()).await.expect("load");
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let probe = host.snapshot().tool("grant_probe").expect("loaded");
+    assert!(
+        probe
+            .meta
+            .imports
+            .iter()
+            .any(|i| i.starts_with("wasi:http/outgoing-handler@")),
+        "{:?}",
+        probe.meta.imports
+    );
+    assert_eq!(
+        probe.meta.grants_needed(),
+        ["allow_hosts", "config", "env", "secrets"]
+    );
+}
+
+#[tokio::test]
 async fn bad_files_are_refused_with_a_reason_and_the_rest_load() {
     let dir = plugins_dir(&["toolcall", "terminate"]);
     let full = std::fs::read(built_plugins().join("echo.wasm")).expect("read");

@@ -87,12 +87,58 @@ fn plugins_table(entries: &[Value]) -> String {
         ]);
     }
     let notes = entries.iter().map(|p| {
-        p.get("error")
+        let error = p
+            .get("error")
             .and_then(Value::as_str)
             .filter(|e| !e.is_empty())
-            .map(|e| format!("  error: {e}"))
+            .map(|e| format!("  error: {e}"));
+        let lines: Vec<String> = error.into_iter().chain(grants_note(p)).collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
     });
     with_notes(&table, notes)
+}
+
+/// `  grants: ...` under a plugin that has any, and `  wants: allow_hosts`
+/// under one that imports HTTP without a host granted: the one missing
+/// grant that makes a tool fail at every call. Secrets by name only (the
+/// API never sends their values).
+fn grants_note(p: &Value) -> Option<String> {
+    let g = p.get("grants")?;
+    let list = |key: &str| -> Vec<String> {
+        match g.get(key) {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
+            Some(Value::Object(o)) => o.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut parts = Vec::new();
+    for key in ["allow_hosts", "env", "secrets", "config"] {
+        let items = list(key);
+        if !items.is_empty() {
+            parts.push(format!("{key} {}", items.join(",")));
+        }
+    }
+    if let Some(t) = g.get("timeout_secs").and_then(Value::as_f64) {
+        parts.push(format!("timeout {t}s"));
+    }
+    if let Some(m) = g.get("memory_limit").and_then(Value::as_u64) {
+        parts.push(format!(
+            "memory_limit {}",
+            crate::plugin::settings::show_bytes(m)
+        ));
+    }
+    let wants_http = p
+        .get("grants_needed")
+        .and_then(Value::as_array)
+        .is_some_and(|n| n.iter().any(|k| k == "allow_hosts"));
+    if wants_http && list("allow_hosts").is_empty() {
+        parts.push("wants allow_hosts (it imports wasi:http; every request is refused)".into());
+    }
+    (!parts.is_empty()).then(|| format!("  grants: {}", parts.join("; ")))
 }
 
 fn field(v: &Value, key: &str) -> String {
@@ -203,6 +249,28 @@ mod tests {
              error: not a component\n\
              toolcall  strategy  0.2.0 (serving 0.1.0)  0.1.0     loaded  /p/toolcall.wasm\n"
         );
+    }
+
+    #[test]
+    fn grants_and_a_missing_host_grant_show_under_the_row() {
+        let entries: Vec<Value> = serde_json::from_str(
+            r#"[
+              {"name":"fetch","kind":"tool","version":"1","contract":"0.2.1","status":"loaded","file":"/p/fetch.wasm",
+               "grants_needed":["allow_hosts","env"],"grants":{"allow_hosts":["api.github.com"],"env":{},"secrets":["TOKEN"],"config":{"a":"1"},"timeout_secs":2.5}},
+              {"name":"curl","kind":"tool","version":"1","contract":"0.2.1","status":"loaded","file":"/p/curl.wasm",
+               "grants_needed":["allow_hosts"],"grants":{"allow_hosts":[],"env":{},"secrets":[],"config":{}}}
+            ]"#,
+        )
+        .expect("json");
+        let text = plugins_table(&entries);
+        assert!(
+            text.contains(
+                "  grants: allow_hosts api.github.com; secrets TOKEN; config a; timeout 2.5s\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("  grants: wants allow_hosts"), "{text}");
+        assert!(!text.contains("TOKEN="), "{text}");
     }
 
     #[test]

@@ -606,3 +606,60 @@ fn the_per_user_queue_share_has_a_default_and_bounds() {
         "{e}"
     );
 }
+
+#[test]
+fn plugin_grants_are_parsed_per_plugin() {
+    let c = parse(
+        "[plugins]\nmemory_limit = \"64m\"\n\n\
+         [plugins.http_get]\nallow_hosts = [\"api.github.com\", \"*.example.com:443\"]\n\
+         env = { MODE = \"fast\" }\nconfig = { depth = 3, name = \"x\", on = true }\n\
+         memory_limit = \"32m\"\ntimeout = 2.5\n",
+    )
+    .expect("valid");
+    let g = c.plugin_grants.of("http_get");
+    assert!(g.allow_hosts.allows("api.github.com", 443));
+    assert!(g.allow_hosts.allows("a.example.com", 443));
+    assert!(!g.allow_hosts.allows("example.com", 443));
+    assert_eq!(g.env["MODE"], "fast");
+    assert_eq!(g.config["depth"], "3");
+    assert_eq!(g.config["on"], "true");
+    assert_eq!(g.memory_limit, Some(32 << 20));
+    assert_eq!(g.timeout, Some(Duration::from_millis(2500)));
+    // A plugin without a table gets nothing.
+    let none = c.plugin_grants.of("bash");
+    assert!(none.allow_hosts.is_empty() && none.env.is_empty() && none.config.is_empty());
+}
+
+#[test]
+fn bad_plugin_grants_are_refused_naming_table_and_key() {
+    for (text, want) in [
+        (
+            "[plugins]\nallow_hosts = []\n",
+            "unknown key `allow_hosts` in [plugins]",
+        ),
+        (
+            "[plugins.x]\nallow = []\n",
+            "[plugins.x] unknown field `allow`",
+        ),
+        (
+            "[plugins.x]\nallow_hosts = [\"https://a.com\"]\n",
+            "[plugins.x] allow_hosts",
+        ),
+        (
+            "[plugins.x]\nenv = { \"1A\" = \"v\" }\n",
+            "[plugins.x] env and secrets",
+        ),
+        (
+            "[plugins.x]\nmemory_limit = \"1g\"\n",
+            "[plugins.x] memory_limit must be between",
+        ),
+        ("[plugins.x]\ntimeout = 0\n", "[plugins.x] timeout"),
+        (
+            "[plugins.x]\nconfig = { a = [1] }\n",
+            "[plugins.x] config: `a`",
+        ),
+    ] {
+        let e = parse(text).expect_err(text).to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+}

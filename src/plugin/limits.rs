@@ -166,7 +166,7 @@ impl ResourceLimiter for StoreLimiter {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitHit {
     /// The instance's memories, summed, would have passed `memory_limit`.
-    #[error("plugin `{plugin}` reached [plugins] memory_limit ({}): growing its memory to {} was refused", show_bytes(*.limit as u64), show_bytes(*.wanted as u64))]
+    #[error("plugin `{plugin}` reached its memory limit of {} ([plugins.{plugin}] memory_limit where set, else [plugins] memory_limit): growing its memory to {} was refused", show_bytes(*.limit as u64), show_bytes(*.wanted as u64))]
     Memory {
         /// The plugin stopped.
         plugin: String,
@@ -322,7 +322,7 @@ mod tests {
         let hit = classify(&trap, &l, "hog").expect("the refusal explains the trap");
         let text = hit.to_string();
         assert!(text.contains("plugin `hog`"), "{text}");
-        assert!(text.contains("[plugins] memory_limit (4 MiB)"), "{text}");
+        assert!(text.contains("memory limit of 4 MiB ([plugins.hog] memory_limit where set, else [plugins] memory_limit)"), "{text}");
         assert!(text.contains("5 MiB"), "{text}");
     }
 
@@ -458,7 +458,7 @@ mod engine_tests {
             .expect("the refusal is remembered");
         assert!(
             hit.to_string()
-                .contains("plugin `four` reached [plugins] memory_limit (32 MiB)"),
+                .contains("plugin `four` reached its memory limit of 32 MiB"),
             "{hit}"
         );
     }

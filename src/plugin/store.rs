@@ -41,6 +41,11 @@ pub(super) fn capped_table() -> ResourceTable {
 /// sockets: it goes through `wasi:http` and the egress check (`egress.rs`).
 pub(super) fn sandboxed_wasi(rate: &Arc<LogRate>, grant: &PluginGrant) -> WasiCtx {
     WasiCtx::builder()
+        // The builder's own defaults already refuse every address; saying
+        // so here keeps a future default from granting sockets silently.
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
         .envs(&grant.environment())
         .stdout(stdio::LogStream::new(rate.clone(), "stdout"))
         .stderr(stdio::LogStream::new(rate.clone(), "stderr"))

@@ -56,6 +56,15 @@ impl Daemon {
     /// plugins folder: `(file name there, built component)`, e.g.
     /// `("versioned_strategy.wasm", "versioned_strategy_v1")`.
     pub fn start_with_plugins(llm: &FakeLlm, files: &[(&str, &str)], extra: &str) -> Daemon {
+        let mut d = Self::unstarted_with_plugins(llm, files, extra);
+        d.spawn(&[]);
+        d
+    }
+
+    /// Like [`start_with_plugins`](Self::start_with_plugins), not started
+    /// yet: the test writes files next to the configuration (a secrets
+    /// file, say) and then calls [`spawn`](Self::spawn).
+    pub fn unstarted_with_plugins(llm: &FakeLlm, files: &[(&str, &str)], extra: &str) -> Daemon {
         let plugins = tempfile::tempdir().expect("tempdir");
         let built = built_plugins();
         for (file, component) in files {
@@ -63,7 +72,7 @@ impl Daemon {
             std::fs::copy(&from, plugins.path().join(file))
                 .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
         }
-        Self::start_in(llm, plugins, extra)
+        Self::configured(llm, plugins, extra)
     }
 
     fn start_in(llm: &FakeLlm, plugins: tempfile::TempDir, extra: &str) -> Daemon {
