@@ -591,3 +591,59 @@ async fn call_gives_a_sandbox_tool_a_container_and_removes_it() {
         .collect();
     assert!(left.is_empty(), "containers left behind by plugin call: {left:?}");
 }
+
+/// A socket user who cannot write the plugins folder installs and removes a
+/// plugin all the same: the daemon writes the file, as its own user. Needs
+/// root, to run the client as `nobody` (allowed on the socket through
+/// `socket_group = "nogroup"`, its primary group).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_without_write_access_to_the_folder_installs() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test runs a client as nobody and needs root");
+    let llm = FakeLlm::start().await.expect("fake LLM");
+    let d = tokio::task::block_in_place(|| {
+        Daemon::start_with_plugins(&llm, &[("toolcall.wasm", "toolcall")], "socket_group = \"nogroup\"")
+    });
+    tokio::task::block_in_place(|| {
+        let open = |path: &Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        // `nobody` may reach the socket and read what it installs; the
+        // plugins folder stays root's, writable by root only.
+        open(d.dir.path(), 0o755);
+        let client = d.dir.path().join("agentd-client");
+        std::fs::copy(env!("CARGO_BIN_EXE_agentd"), &client).expect("copy the client");
+        open(&client, 0o755);
+        let wasm = d.dir.path().join("echo.wasm");
+        std::fs::copy(common::built_plugins().join("echo.wasm"), &wasm).expect("copy echo");
+        open(&wasm, 0o644);
+        let as_nobody = |args: &[&str]| {
+            Command::new(&client)
+                .args(args)
+                .arg("--socket")
+                .arg(&d.socket)
+                .uid(65534)
+                .gid(65534)
+                .env_remove("AGENTD_CONFIG")
+                .output()
+                .expect("run the client as nobody")
+        };
+        // nobody cannot write the plugins folder itself.
+        let touch = Command::new("sh")
+            .arg("-c")
+            .arg(format!("touch '{}/planted.wasm'", d.plugins.path().display()))
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("sh as nobody");
+        assert!(!touch.status.success(), "nobody could write the plugins folder");
+        let installed = as_nobody(&["plugin", "install", wasm.to_str().expect("utf-8")]);
+        assert!(installed.status.success(), "{}\n{}", text(&installed), d.log_text());
+        let status = plugin_status(&d, "echo").expect("listed");
+        assert_eq!(status["status"], "loaded", "{status}");
+        let removed = as_nobody(&["plugin", "remove", "echo"]);
+        assert!(removed.status.success(), "{}", text(&removed));
+        assert!(plugin_status(&d, "echo").is_none());
+    });
+}
