@@ -647,3 +647,31 @@ async fn a_user_without_write_access_to_the_folder_installs() {
         assert!(plugin_status(&d, "echo").is_none());
     });
 }
+
+/// An install on a full disk is `507 insufficient_storage` naming the
+/// folder, leaves nothing behind (no temp file, no plugin), and works once
+/// there is room. Needs root (a tmpfs is the plugins folder).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_install_on_a_full_disk_is_507_and_leaves_nothing() {
+    let llm = FakeLlm::start().await.expect("fake LLM");
+    let mut d = Daemon::unstarted(&llm, "");
+    let disk = common::tmpfs::Tmpfs::mount(d.plugins.path(), "1m");
+    tokio::task::block_in_place(|| d.spawn(&[]));
+    let filler = disk.fill();
+    let echo = std::fs::read(common::built_plugins().join("echo.wasm")).expect("echo.wasm");
+    let (status, v) = request(&d.socket, "PUT", "/v1/plugins/echo", Some(&echo));
+    assert_eq!(status, 507, "{v}");
+    assert_eq!(v["error"]["code"], "insufficient_storage", "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains(&d.plugins.path().display().to_string()) && message.contains("full"), "{v}");
+    let left: Vec<String> = std::fs::read_dir(d.plugins.path())
+        .expect("plugins folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["filler"], "nothing but the filler may be left");
+    assert!(plugin_status(&d, "echo").is_none());
+    std::fs::remove_file(filler).expect("make room");
+    let (status, v) = request(&d.socket, "PUT", "/v1/plugins/echo", Some(&echo));
+    assert_eq!(status, 201, "{v}");
+    drop(d);
+}
