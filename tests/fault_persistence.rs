@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
 use common::daemon::Daemon;
-use common::tmpfs::Tmpfs;
 use common::fault::{
     assert_no_containers, assert_status_within_a_second, Bystander, Committed, BYSTANDER_AGENT,
 };
+use common::tmpfs::Tmpfs;
 use serde_json::Value;
 
 /// `quick` finishes at its first step without a sandbox; `gated` runs one

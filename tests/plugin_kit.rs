@@ -59,7 +59,12 @@ fn cargo(project: &Path, args: &[&str]) {
         .env_remove("CARGO_BUILD_TARGET")
         .output()
         .expect("run cargo");
-    assert!(out.status.success(), "cargo {args:?} in {}:\n{}", project.display(), text(&out));
+    assert!(
+        out.status.success(),
+        "cargo {args:?} in {}:\n{}",
+        project.display(),
+        text(&out)
+    );
 }
 
 /// `agentd plugin new`, then the project's build and its native tests;
@@ -85,7 +90,10 @@ fn new_rust_project(parent: &Path, kind: &str, name: &str) -> (PathBuf, PathBuf)
 }
 
 fn build_rust_project(project: &Path, name: &str) -> (PathBuf, PathBuf) {
-    cargo(project, &["build", "--release", "--target", "wasm32-wasip2"]);
+    cargo(
+        project,
+        &["build", "--release", "--target", "wasm32-wasip2"],
+    );
     let wasm = kit_target().join(format!("wasm32-wasip2/release/{name}.wasm"));
     assert!(wasm.is_file(), "no component at {}", wasm.display());
     // A copy of this build's component: another test's build of the same
@@ -128,19 +136,29 @@ fn install(d: &Daemon, wasm: &Path, name: &str) {
         wasm.to_str().expect("utf-8"),
     ]);
     assert!(out.status.success(), "{}\n{}", text(&out), d.log_text());
-    assert!(stdout(&out).contains(&format!("installed {name} ")), "{}", text(&out));
+    assert!(
+        stdout(&out).contains(&format!("installed {name} ")),
+        "{}",
+        text(&out)
+    );
     let status = plugin_status(d, name).expect("listed after install");
     assert_eq!(status["status"], "loaded", "{status}");
     let file = d.plugins.path().join(format!("{name}.wasm"));
     assert_eq!(status["file"], file.display().to_string());
-    let mode = std::fs::metadata(&file).expect("installed file").permissions().mode();
+    let mode = std::fs::metadata(&file)
+        .expect("installed file")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o644, "{mode:o}");
 }
 
 fn remove(d: &Daemon, name: &str) {
     let out = agentd(&["plugin", "remove", "--socket", &socket_arg(d), name]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(plugin_status(d, name).is_none(), "still listed after remove");
+    assert!(
+        plugin_status(d, name).is_none(),
+        "still listed after remove"
+    );
     assert!(!d.plugins.path().join(format!("{name}.wasm")).exists());
 }
 
@@ -171,7 +189,11 @@ async fn a_rust_tool_from_new_to_a_run() {
     assert_eq!(report["spec"]["parameters"]["type"], "object");
     assert!(report["problems"].as_array().expect("problems").is_empty());
     let human = agentd(&["plugin", "check", wasm.to_str().expect("utf-8")]);
-    assert!(stdout(&human).contains("the daemon would load it"), "{}", text(&human));
+    assert!(
+        stdout(&human).contains("the daemon would load it"),
+        "{}",
+        text(&human)
+    );
 
     // The author's inner loop: no daemon, no model.
     let file = wasm.to_str().expect("utf-8");
@@ -212,7 +234,9 @@ async fn a_rust_tool_from_new_to_a_run() {
     assert_eq!(record["outcome"], "finished", "{record:#}");
     let outputs = tool_messages(&record);
     assert!(
-        outputs.iter().any(|o| o.contains("3 words, 1 lines, 13 characters")),
+        outputs
+            .iter()
+            .any(|o| o.contains("3 words, 1 lines, 13 characters")),
         "{outputs:?}"
     );
     tokio::task::block_in_place(|| remove(&d, "kit_tool"));
@@ -245,7 +269,11 @@ async fn a_rust_strategy_from_new_to_a_run() {
         d.wait_run(&id, Duration::from_secs(60))
     });
     assert_eq!(record["outcome"], "finished", "{record:#}");
-    assert_eq!(record["result"].as_str().map(|r| r.contains("all done")), Some(true), "{record:#}");
+    assert_eq!(
+        record["result"].as_str().map(|r| r.contains("all done")),
+        Some(true),
+        "{record:#}"
+    );
     assert_eq!(tool_messages(&record), ["echoed by the kit"]);
     tokio::task::block_in_place(|| remove(&d, "kit_strategy"));
 }
@@ -260,13 +288,21 @@ async fn the_install_route_validates_before_it_writes() {
     let d = tokio::task::block_in_place(|| {
         Daemon::start_with_plugins(
             &llm,
-            &[("toolcall.wasm", "toolcall"), ("terminate.wasm", "terminate")],
+            &[
+                ("toolcall.wasm", "toolcall"),
+                ("terminate.wasm", "terminate"),
+            ],
             extra,
         )
     });
     let echo = std::fs::read(common::built_plugins().join("echo.wasm")).expect("echo.wasm");
-    assert!(echo.len() > 16 << 10, "echo.wasm must be larger than max_request_bytes");
-    let put = |name: &str, body: &[u8]| request(&d.socket, "PUT", &format!("/v1/plugins/{name}"), Some(body));
+    assert!(
+        echo.len() > 16 << 10,
+        "echo.wasm must be larger than max_request_bytes"
+    );
+    let put = |name: &str, body: &[u8]| {
+        request(&d.socket, "PUT", &format!("/v1/plugins/{name}"), Some(body))
+    };
     let files = || -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(d.plugins.path())
             .expect("plugins folder")
@@ -281,13 +317,22 @@ async fn the_install_route_validates_before_it_writes() {
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"]["code"], "invalid_plugin", "{v}");
     assert!(
-        v["error"]["message"].as_str().unwrap_or("").contains("not a valid WebAssembly component"),
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not a valid WebAssembly component"),
         "{v}"
     );
     let (status, v) = put("other_name", &echo);
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"]["code"], "name_mismatch", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap_or("").contains("`echo`"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("`echo`"),
+        "{v}"
+    );
     let (status, v) = put("..", &echo);
     assert_eq!(status, 400, "{v}");
     let (status, v) = put("echo", &[0u8; 0]);
@@ -295,7 +340,13 @@ async fn the_install_route_validates_before_it_writes() {
     let (status, v) = put("echo", &vec![0u8; 2 << 20]);
     assert_eq!(status, 413, "{v}");
     assert_eq!(v["error"]["code"], "payload_too_large", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap_or("").contains("max_plugin_bytes"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_plugin_bytes"),
+        "{v}"
+    );
     assert_eq!(files(), before, "nothing refused may touch the folder");
 
     // Installed: written 0644 under its name, loaded before the answer.
@@ -307,9 +358,16 @@ async fn the_install_route_validates_before_it_writes() {
     let file = d.plugins.path().join("echo.wasm");
     assert_eq!(v["file"], file.display().to_string());
     assert_eq!(std::fs::read(&file).expect("installed"), echo);
-    let mode = std::fs::metadata(&file).expect("installed").permissions().mode();
+    let mode = std::fs::metadata(&file)
+        .expect("installed")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o644, "{mode:o}");
-    assert_eq!(plugin_status(&d, "echo").expect("listed"), v, "the answer is the listed record");
+    assert_eq!(
+        plugin_status(&d, "echo").expect("listed"),
+        v,
+        "the answer is the listed record"
+    );
     // No temp file is left behind.
     assert_eq!(files().len(), before.len() + 1, "{:?}", files());
     // Again: a replacement, 200.
@@ -330,7 +388,13 @@ async fn the_install_route_validates_before_it_writes() {
     assert_eq!(status, 200, "{v}");
     let (status, v) = put("echo", &echo);
     assert_eq!(status, 409, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap_or("").contains("alias.wasm"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("alias.wasm"),
+        "{v}"
+    );
 }
 
 /// `check` lists every problem of a component, not the first, and exits 1.
@@ -343,12 +407,16 @@ async fn check_lists_every_problem() {
     std::fs::write(&junk, b"not wasm").expect("write");
     let (out, report) = check_json(&junk);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(report["problems"][0].as_str().unwrap_or("").contains("not a valid WebAssembly component"));
+    assert!(report["problems"][0]
+        .as_str()
+        .unwrap_or("")
+        .contains("not a valid WebAssembly component"));
 
     // A component that imports what agentd does not provide and exports
     // neither world: both said.
     let foreign = dir.path().join("foreign.wasm");
-    let bytes = wat::parse_str(r#"(component (import "acme:db/query@1.0.0" (instance)))"#).expect("wat");
+    let bytes =
+        wat::parse_str(r#"(component (import "acme:db/query@1.0.0" (instance)))"#).expect("wat");
     std::fs::write(&foreign, bytes).expect("write");
     let (out, report) = check_json(&foreign);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -358,13 +426,28 @@ async fn check_lists_every_problem() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(problems.iter().any(|p| p.contains("`acme:db/query@1.0.0`, which agentd does not provide")), "{problems:#?}");
-    assert!(problems.iter().any(|p| p.contains("exports neither")), "{problems:#?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`acme:db/query@1.0.0`, which agentd does not provide")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("exports neither")),
+        "{problems:#?}"
+    );
 
     // A tool that loads but whose spec is wrong three ways.
     let (project, _) = tokio::task::block_in_place(|| {
         let project = dir.path().join("broken_tool");
-        let out = agentd(&["plugin", "new", "--kind", "tool", "broken_tool", project.to_str().expect("utf-8")]);
+        let out = agentd(&[
+            "plugin",
+            "new",
+            "--kind",
+            "tool",
+            "broken_tool",
+            project.to_str().expect("utf-8"),
+        ]);
         assert!(out.status.success(), "{}", text(&out));
         let lib = project.join("src/lib.rs");
         let source = std::fs::read_to_string(&lib).expect("lib.rs");
@@ -396,26 +479,46 @@ async fn check_lists_every_problem() {
         "`txt` is not among the properties",
         "spec().description is empty",
     ] {
-        assert!(problems.iter().any(|p| p.contains(want)), "{want}: {problems:#?}");
+        assert!(
+            problems.iter().any(|p| p.contains(want)),
+            "{want}: {problems:#?}"
+        );
     }
     let human = agentd(&["plugin", "check", wasm.to_str().expect("utf-8")]);
     assert_eq!(human.status.code(), Some(1));
-    assert!(stdout(&human).contains(&format!("{} problem(s):", problems.len())), "{}", text(&human));
+    assert!(
+        stdout(&human).contains(&format!("{} problem(s):", problems.len())),
+        "{}",
+        text(&human)
+    );
 }
 
 #[test]
 fn wit_prints_the_contract_or_writes_it_with_its_deps() {
     let out = agentd(&["plugin", "wit"]);
     assert!(out.status.success(), "{}", text(&out));
-    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.1/agentd.wit")).expect("wit");
+    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.1/agentd.wit"))
+        .expect("wit");
     assert_eq!(stdout(&out), newest);
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = agentd(&["plugin", "wit", "--out", dir.path().to_str().expect("utf-8")]);
+    let out = agentd(&[
+        "plugin",
+        "wit",
+        "--out",
+        dir.path().to_str().expect("utf-8"),
+    ]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(std::fs::read_to_string(dir.path().join("agentd.wit")).expect("written"), newest);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("agentd.wit")).expect("written"),
+        newest
+    );
     assert!(dir.path().join("deps/http.wit").is_file());
     let old = agentd(&["plugin", "wit", "--contract", "0.2.0"]);
-    assert!(stdout(&old).contains("package agentd:plugin@0.2.0;"), "{}", text(&old));
+    assert!(
+        stdout(&old).contains("package agentd:plugin@0.2.0;"),
+        "{}",
+        text(&old)
+    );
     let unknown = agentd(&["plugin", "wit", "--contract", "9.9.9"]);
     assert_eq!(unknown.status.code(), Some(2));
 }
@@ -424,10 +527,24 @@ fn wit_prints_the_contract_or_writes_it_with_its_deps() {
 fn new_refuses_a_folder_in_use_and_names_that_cannot_be_crates() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("keep.txt"), "mine").expect("write");
-    let busy = agentd(&["plugin", "new", "--kind", "tool", "demo", dir.path().to_str().expect("utf-8")]);
+    let busy = agentd(&[
+        "plugin",
+        "new",
+        "--kind",
+        "tool",
+        "demo",
+        dir.path().to_str().expect("utf-8"),
+    ]);
     assert_eq!(busy.status.code(), Some(2), "{}", text(&busy));
     assert!(String::from_utf8_lossy(&busy.stderr).contains("not empty"));
-    let bad = agentd(&["plugin", "new", "--kind", "tool", "My-Tool", dir.path().join("x").to_str().expect("utf-8")]);
+    let bad = agentd(&[
+        "plugin",
+        "new",
+        "--kind",
+        "tool",
+        "My-Tool",
+        dir.path().join("x").to_str().expect("utf-8"),
+    ]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
@@ -438,7 +555,10 @@ fn new_refuses_a_folder_in_use_and_names_that_cannot_be_crates() {
 fn componentize_py() -> Option<String> {
     let script = common::repo_root().join("scripts/ensure-componentize-py.sh");
     if script.is_file() {
-        let out = Command::new(&script).arg("--print").output().expect("run ensure-componentize-py.sh");
+        let out = Command::new(&script)
+            .arg("--print")
+            .output()
+            .expect("run ensure-componentize-py.sh");
         assert!(out.status.success(), "{}", text(&out));
         return Some(stdout(&out).trim().to_string());
     }
@@ -446,16 +566,31 @@ fn componentize_py() -> Option<String> {
         return Some(path);
     }
     let found = Command::new("componentize-py").arg("--version").output();
-    found.is_ok_and(|o| o.status.success()).then(|| "componentize-py".to_string())
+    found
+        .is_ok_and(|o| o.status.success())
+        .then(|| "componentize-py".to_string())
 }
 
 /// `agentd plugin new --lang python`, its native tests (`make test`) and
 /// its build (`./build.sh`); returns the component.
 fn new_python_project(parent: &Path, kind: &str, name: &str, cpy: &str) -> PathBuf {
     let project = parent.join(name);
-    let out = agentd(&["plugin", "new", "--kind", kind, "--lang", "python", name, project.to_str().expect("utf-8")]);
+    let out = agentd(&[
+        "plugin",
+        "new",
+        "--kind",
+        kind,
+        "--lang",
+        "python",
+        name,
+        project.to_str().expect("utf-8"),
+    ]);
     assert!(out.status.success(), "{}", text(&out));
-    let tests = Command::new("make").arg("test").current_dir(&project).output().expect("make test");
+    let tests = Command::new("make")
+        .arg("test")
+        .current_dir(&project)
+        .output()
+        .expect("make test");
     assert!(tests.status.success(), "make test:\n{}", text(&tests));
     let build = Command::new("./build.sh")
         .current_dir(&project)
@@ -477,7 +612,13 @@ fn host_serves_python_contract(wasm: &Path) -> bool {
     }
     let (out, report) = check_json(wasm);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(report["problems"][0].as_str().unwrap_or("").contains("agentd:plugin@0.2.1"), "{report:#}");
+    assert!(
+        report["problems"][0]
+            .as_str()
+            .unwrap_or("")
+            .contains("agentd:plugin@0.2.1"),
+        "{report:#}"
+    );
     eprintln!("the host does not serve agentd:plugin@0.2.1 yet: the Python component is built but not loaded");
     false
 }
@@ -489,14 +630,19 @@ async fn a_python_tool_from_new_to_a_run() {
         return;
     };
     let parent = tempfile::tempdir().expect("tempdir");
-    let wasm = tokio::task::block_in_place(|| new_python_project(parent.path(), "tool", "py_kit_tool", &cpy));
+    let wasm = tokio::task::block_in_place(|| {
+        new_python_project(parent.path(), "tool", "py_kit_tool", &cpy)
+    });
     if !host_serves_python_contract(&wasm) {
         return;
     }
     let (out, report) = check_json(&wasm);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(report["world"], "tool", "{report:#}");
-    assert_eq!(report["spec"]["parameters"]["properties"]["text"]["type"], "string", "{report:#}");
+    assert_eq!(
+        report["spec"]["parameters"]["properties"]["text"]["type"], "string",
+        "{report:#}"
+    );
     let file = wasm.to_str().expect("utf-8");
     let called = agentd(&["plugin", "call", file, r#"{"text": "one two three"}"#]);
     assert!(called.status.success(), "{}", text(&called));
@@ -507,7 +653,8 @@ async fn a_python_tool_from_new_to_a_run() {
     let llm = FakeLlm::start().await.expect("fake LLM");
     llm.push(Reply::call("py_kit_tool", r#"{"text": "one two three"}"#));
     llm.push(Reply::terminate());
-    let extra = "\n[agents.kit]\nstrategy = \"toolcall\"\ntools = [\"py_kit_tool\", \"terminate\"]\n";
+    let extra =
+        "\n[agents.kit]\nstrategy = \"toolcall\"\ntools = [\"py_kit_tool\", \"terminate\"]\n";
     let d = tokio::task::block_in_place(|| Daemon::start(&llm, extra));
     tokio::task::block_in_place(|| install(&d, &wasm, "py_kit_tool"));
     let record = tokio::task::block_in_place(|| {
@@ -515,7 +662,10 @@ async fn a_python_tool_from_new_to_a_run() {
         d.wait_run(&id, Duration::from_secs(120))
     });
     assert_eq!(record["outcome"], "finished", "{record:#}");
-    assert!(tool_messages(&record).iter().any(|o| o.contains("3 words")), "{record:#}");
+    assert!(
+        tool_messages(&record).iter().any(|o| o.contains("3 words")),
+        "{record:#}"
+    );
     tokio::task::block_in_place(|| remove(&d, "py_kit_tool"));
 }
 
@@ -526,8 +676,9 @@ async fn a_python_strategy_from_new_to_a_run() {
         return;
     };
     let parent = tempfile::tempdir().expect("tempdir");
-    let wasm =
-        tokio::task::block_in_place(|| new_python_project(parent.path(), "strategy", "py_kit_strategy", &cpy));
+    let wasm = tokio::task::block_in_place(|| {
+        new_python_project(parent.path(), "strategy", "py_kit_strategy", &cpy)
+    });
     if !host_serves_python_contract(&wasm) {
         return;
     }
@@ -538,7 +689,8 @@ async fn a_python_strategy_from_new_to_a_run() {
     let llm = FakeLlm::start().await.expect("fake LLM");
     llm.push(Reply::call("echo", r#"{"text": "echoed by python"}"#));
     llm.push(Reply::text("all done"));
-    let extra = "\n[agents.kit]\nstrategy = \"py_kit_strategy\"\ntools = [\"echo\", \"terminate\"]\n";
+    let extra =
+        "\n[agents.kit]\nstrategy = \"py_kit_strategy\"\ntools = [\"echo\", \"terminate\"]\n";
     let d = tokio::task::block_in_place(|| Daemon::start(&llm, extra));
     tokio::task::block_in_place(|| install(&d, &wasm, "py_kit_strategy"));
     let record = tokio::task::block_in_place(|| {
@@ -570,7 +722,14 @@ async fn call_gives_a_sandbox_tool_a_container_and_removes_it() {
     )
     .expect("write config");
     let config = config.to_str().expect("utf-8");
-    let ran = agentd(&["plugin", "call", "--config", config, "bash", r#"{"command": "echo in the box; whoami"}"#]);
+    let ran = agentd(&[
+        "plugin",
+        "call",
+        "--config",
+        config,
+        "bash",
+        r#"{"command": "echo in the box; whoami"}"#,
+    ]);
     assert!(ran.status.success(), "{}", text(&ran));
     assert_eq!(stdout(&ran), "in the box\nsandbox\n");
     let failed = agentd(&[
@@ -582,14 +741,21 @@ async fn call_gives_a_sandbox_tool_a_container_and_removes_it() {
         r#"{"command": "view", "path": "/nonexistent"}"#,
     ]);
     assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
-    assert!(String::from_utf8_lossy(&failed.stderr).contains("does not exist"), "{}", text(&failed));
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("does not exist"),
+        "{}",
+        text(&failed)
+    );
     let left: Vec<String> = common::containers_labelled("agentd.managed=true")
         .await
         .into_iter()
         .filter_map(|c| c.labels?.get("agentd.run").cloned())
         .filter(|run| run.starts_with("call-"))
         .collect();
-    assert!(left.is_empty(), "containers left behind by plugin call: {left:?}");
+    assert!(
+        left.is_empty(),
+        "containers left behind by plugin call: {left:?}"
+    );
 }
 
 /// A socket user who cannot write the plugins folder installs and removes a
@@ -600,10 +766,18 @@ async fn call_gives_a_sandbox_tool_a_container_and_removes_it() {
 async fn a_user_without_write_access_to_the_folder_installs() {
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test runs a client as nobody and needs root");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs a client as nobody and needs root"
+    );
     let llm = FakeLlm::start().await.expect("fake LLM");
     let d = tokio::task::block_in_place(|| {
-        Daemon::start_with_plugins(&llm, &[("toolcall.wasm", "toolcall")], "socket_group = \"nogroup\"")
+        Daemon::start_with_plugins(
+            &llm,
+            &[("toolcall.wasm", "toolcall")],
+            "socket_group = \"nogroup\"",
+        )
     });
     tokio::task::block_in_place(|| {
         let open = |path: &Path, mode: u32| {
@@ -632,14 +806,25 @@ async fn a_user_without_write_access_to_the_folder_installs() {
         // nobody cannot write the plugins folder itself.
         let touch = Command::new("sh")
             .arg("-c")
-            .arg(format!("touch '{}/planted.wasm'", d.plugins.path().display()))
+            .arg(format!(
+                "touch '{}/planted.wasm'",
+                d.plugins.path().display()
+            ))
             .uid(65534)
             .gid(65534)
             .output()
             .expect("sh as nobody");
-        assert!(!touch.status.success(), "nobody could write the plugins folder");
+        assert!(
+            !touch.status.success(),
+            "nobody could write the plugins folder"
+        );
         let installed = as_nobody(&["plugin", "install", wasm.to_str().expect("utf-8")]);
-        assert!(installed.status.success(), "{}\n{}", text(&installed), d.log_text());
+        assert!(
+            installed.status.success(),
+            "{}\n{}",
+            text(&installed),
+            d.log_text()
+        );
         let status = plugin_status(&d, "echo").expect("listed");
         assert_eq!(status["status"], "loaded", "{status}");
         let removed = as_nobody(&["plugin", "remove", "echo"]);
@@ -663,7 +848,10 @@ async fn an_install_on_a_full_disk_is_507_and_leaves_nothing() {
     assert_eq!(status, 507, "{v}");
     assert_eq!(v["error"]["code"], "insufficient_storage", "{v}");
     let message = v["error"]["message"].as_str().unwrap_or("");
-    assert!(message.contains(&d.plugins.path().display().to_string()) && message.contains("full"), "{v}");
+    assert!(
+        message.contains(&d.plugins.path().display().to_string()) && message.contains("full"),
+        "{v}"
+    );
     let left: Vec<String> = std::fs::read_dir(d.plugins.path())
         .expect("plugins folder")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())

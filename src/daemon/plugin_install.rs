@@ -273,7 +273,11 @@ fn write_error(dir: &Path, e: &std::io::Error) -> ApiError {
             dir.display()
         );
         tracing::error!(error = %message, "plugin install failed");
-        ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", message)
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "insufficient_storage",
+            message,
+        )
     } else {
         ApiError::internal(format!(
             "cannot write into the plugins folder {}: {e}; nothing was installed",

@@ -20,8 +20,8 @@ use super::body::{self, BodyLimits};
 use super::error::ApiError;
 use super::event_log;
 use super::paging::PageRequest;
-use super::plugin_install;
 use super::peer::Caller;
+use super::plugin_install;
 use super::runs::{CancelError, CreateError};
 use super::state::{AgentLookupError, Daemon};
 use crate::agent::settings::resolve;
@@ -43,7 +43,10 @@ pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits, plugin_limits: BodyL
             put(plugin_install::install).delete(plugin_install::remove),
         )
         .layer(DefaultBodyLimit::max(plugin_limits.max_bytes))
-        .layer(middleware::from_fn_with_state(plugin_limits, body::buffered));
+        .layer(middleware::from_fn_with_state(
+            plugin_limits,
+            body::buffered,
+        ));
     Router::new()
         .route("/v1/status", get(status))
         .route("/v1/agents", get(agents))

@@ -142,9 +142,7 @@ fn check_schema(schema: &Value, at: &str, problems: &mut Vec<String>) {
                         check_schema(sub, &format!("{at}/{key}/{i}"), problems);
                     }
                 }
-                _ => problems.push(format!(
-                    "{at}/{key}: must be a non-empty array of schemas"
-                )),
+                _ => problems.push(format!("{at}/{key}: must be a non-empty array of schemas")),
             }
         }
     }
@@ -249,6 +247,8 @@ mod tests {
     fn the_top_must_be_an_object_schema() {
         assert!(schema_problems(r#"{"type":"string"}"#)[0].contains("\"type\": \"object\""));
         assert!(schema_problems("[1]")[0].contains("must be a JSON object"));
-        assert!(schema_problems("{").iter().any(|p| p.contains("not valid JSON")));
+        assert!(schema_problems("{")
+            .iter()
+            .any(|p| p.contains("not valid JSON")));
     }
 }

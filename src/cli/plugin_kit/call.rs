@@ -32,7 +32,9 @@ pub async fn run(args: &CallArgs) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Err(e) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&args.arguments) {
+    if let Err(e) =
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&args.arguments)
+    {
         return usage(format!(
             "the arguments must be a JSON object, as a model sends them: {e}"
         ));
@@ -54,8 +56,9 @@ pub async fn run(args: &CallArgs) -> i32 {
     // A bad [sandbox] section is only the problem of a tool that uses it.
     let sandbox: Arc<dyn Sandbox> = match DockerSandboxProvider::new(&config.sandbox) {
         Ok(p) => p.for_run(&run_id),
-        Err(e) => NoSandbox::new(format!("the [sandbox] configuration is invalid: {e}"))
-            .for_run(&run_id),
+        Err(e) => {
+            NoSandbox::new(format!("the [sandbox] configuration is invalid: {e}")).for_run(&run_id)
+        }
     };
     let name = tool.meta.name.clone();
     // The tool gets what the configuration grants it, as in a run: its
@@ -103,7 +106,11 @@ enum Called {
 
 /// A `.wasm` path (or anything with a `/`) is a file; else a tool of that
 /// name in the plugins folder, loaded as `run --local` loads it.
-async fn find_tool(host: &PluginHost, config: &Config, tool: &str) -> Result<Arc<ToolPlugin>, String> {
+async fn find_tool(
+    host: &PluginHost,
+    config: &Config,
+    tool: &str,
+) -> Result<Arc<ToolPlugin>, String> {
     let as_file = tool.ends_with(".wasm") || tool.contains('/');
     if as_file {
         let path = Path::new(tool);
@@ -144,7 +151,11 @@ async fn find_tool(host: &PluginHost, config: &Config, tool: &str) -> Result<Arc
         let mut message = format!(
             "no tool `{tool}` in {} (tools there: {})",
             dir.display(),
-            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
         );
         if !failed.is_empty() {
             message.push_str(&format!("; files that did not load: {}", failed.join("; ")));

@@ -106,7 +106,8 @@ pub async fn run(args: &CheckArgs) -> i32 {
 /// Checks the component at `path` with `loader`; `Err` only when the file
 /// cannot be read at all.
 pub async fn check(loader: &Loader, path: &Path) -> Result<Report, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut report = Report {
         file: path.display().to_string(),
         size_bytes: meta.len(),
@@ -255,7 +256,11 @@ pub fn render(r: &Report) -> String {
         );
     }
     if let Some(m) = &r.metadata {
-        let _ = writeln!(out, "plugin     {} {}: {}", m.name, m.version, m.description);
+        let _ = writeln!(
+            out,
+            "plugin     {} {}: {}",
+            m.name, m.version, m.description
+        );
     }
     if let Some(s) = &r.spec {
         let _ = writeln!(out, "spec       {}: {}", s.name, first_line(&s.description));

@@ -169,7 +169,10 @@ pub const COMPONENTIZE_PY: &str = "0.25.1";
 /// The contract version the Python SDK's bindings are generated from, read
 /// from its `CONTRACT = "agentd:plugin@X.Y.Z"`.
 pub fn python_sdk_contract() -> Option<&'static str> {
-    let source = SDK_PYTHON.iter().find(|(p, _)| *p == "agentd/__init__.py")?.1;
+    let source = SDK_PYTHON
+        .iter()
+        .find(|(p, _)| *p == "agentd/__init__.py")?
+        .1;
     let start = source.find("CONTRACT = \"agentd:plugin@")? + "CONTRACT = \"agentd:plugin@".len();
     let rest = &source[start..];
     Some(&rest[..rest.find('"')?])
@@ -294,7 +297,10 @@ mod tests {
     #[test]
     fn the_python_sdk_is_embedded_whole_with_its_contract() {
         let version = python_sdk_contract().expect("the Python SDK names its contract");
-        assert!(contract(version).is_some(), "embed wit/since_v{version} in CONTRACTS");
+        assert!(
+            contract(version).is_some(),
+            "embed wit/since_v{version} in CONTRACTS"
+        );
         let mut on_disk: Vec<String> = std::fs::read_dir(repo().join("plugins/python/sdk/agentd"))
             .expect("plugins/python/sdk/agentd")
             .filter_map(|e| {
@@ -307,7 +313,9 @@ mod tests {
         listed.sort();
         assert_eq!(listed, on_disk, "list every SDK module in SDK_PYTHON");
         // The same componentize-py as the repository's own Python plugins.
-        if let Ok(script) = std::fs::read_to_string(repo().join("scripts/ensure-componentize-py.sh")) {
+        if let Ok(script) =
+            std::fs::read_to_string(repo().join("scripts/ensure-componentize-py.sh"))
+        {
             assert!(
                 script.contains(&format!("VERSION={COMPONENTIZE_PY}\n")),
                 "COMPONENTIZE_PY must be the version scripts/ensure-componentize-py.sh installs"
@@ -334,7 +342,10 @@ mod tests {
             .collect();
         let newest = newest.join(".");
         let (embedded, files) = newest_contract();
-        assert_eq!(embedded, newest, "embed wit/since_v{newest} first in CONTRACTS");
+        assert_eq!(
+            embedded, newest,
+            "embed wit/since_v{newest} first in CONTRACTS"
+        );
         // Every file of the folder, deps included.
         let dir = repo().join(format!("wit/since_v{newest}"));
         let mut on_disk = Vec::new();

@@ -155,13 +155,21 @@ pub async fn main(args: PluginArgs, socket: Option<PathBuf>) -> i32 {
         PluginCommand::Call(a) => call::run(&a).await,
         PluginCommand::Install(a) => {
             let config = a.config.clone();
-            super::with_daemon(socket, config, |c| async move { install::install(&c, &a).await })
-                .await
+            super::with_daemon(
+                socket,
+                config,
+                |c| async move { install::install(&c, &a).await },
+            )
+            .await
         }
         PluginCommand::Remove(a) => {
             let config = a.config.clone();
-            super::with_daemon(socket, config, |c| async move { install::remove(&c, &a).await })
-                .await
+            super::with_daemon(
+                socket,
+                config,
+                |c| async move { install::remove(&c, &a).await },
+            )
+            .await
         }
     }
 }

@@ -16,7 +16,10 @@ pub fn run(args: &NewArgs) -> i32 {
             args.name
         ));
     }
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
     if let Err(e) = check_empty(&dir) {
         return usage(e);
     }
@@ -177,7 +180,10 @@ fn rust_project(kind: Kind, name: &str) -> Result<Vec<Owned>, String> {
         let path = path.strip_suffix(".tmpl").unwrap_or(path);
         files.push((path.to_string(), fill(text, &vars)));
     }
-    for (folder, crate_files) in [("sdk/common", embedded::SDK_COMMON), (&*format!("sdk/{}", kind.as_str()), sdk)] {
+    for (folder, crate_files) in [
+        ("sdk/common", embedded::SDK_COMMON),
+        (&*format!("sdk/{}", kind.as_str()), sdk),
+    ] {
         for (path, text) in crate_files {
             files.push((
                 format!("{folder}/{path}"),
@@ -271,12 +277,24 @@ mod tests {
         let files = rust_project(Kind::Tool, "demo").expect("project");
         for (path, text) in &files {
             if path.ends_with(".rs") || path.ends_with(".toml") {
-                assert!(!text.contains("since_v"), "{path} points into the repository");
+                assert!(
+                    !text.contains("since_v"),
+                    "{path} points into the repository"
+                );
                 assert!(!text.contains("{{"), "{path} has an unfilled placeholder");
             }
         }
-        let manifest = &files.iter().find(|(p, _)| p == "Cargo.toml").expect("manifest").1;
-        for want in ["[workspace]", "wit-bindgen = ", "[profile.release]", "name = \"demo\""] {
+        let manifest = &files
+            .iter()
+            .find(|(p, _)| p == "Cargo.toml")
+            .expect("manifest")
+            .1;
+        for want in [
+            "[workspace]",
+            "wit-bindgen = ",
+            "[profile.release]",
+            "name = \"demo\"",
+        ] {
             assert!(manifest.contains(want), "{want}: {manifest}");
         }
     }

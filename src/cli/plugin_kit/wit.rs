@@ -54,7 +54,8 @@ pub(super) fn write_files<P: AsRef<str>, T: AsRef<str>>(
             std::fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
-        std::fs::write(&to, text.as_ref()).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        std::fs::write(&to, text.as_ref())
+            .map_err(|e| format!("cannot write {}: {e}", to.display()))?;
     }
     Ok(())
 }
