@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Builds the plugin components (plugins/ is its own Cargo workspace) and,
-# with --install DIR, copies the bundled ones into an agentd plugins folder.
+# Builds the plugin components (plugins/ is its own Cargo workspace; the
+# Python plugins of plugins/python/ with componentize-py, installed pinned by
+# scripts/ensure-componentize-py.sh) and, with --install DIR, copies the
+# bundled ones into an agentd plugins folder. Every component lands in
+# plugins/target/wasm32-wasip2/release/<name>.wasm.
 #
 #   scripts/build-plugins.sh                  # build only
 #   scripts/build-plugins.sh --install DIR    # build, then install into DIR
+#   AGENTD_NO_PYTHON=1 scripts/build-plugins.sh   # the Rust plugins only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,11 +16,18 @@ BUNDLED=(toolcall terminate)
 for extra in bash str_replace_editor python_execute; do
   [ -d "plugins/$extra" ] && BUNDLED+=("$extra")
 done
+# The Python examples (file_search, http_get) are built but not installed:
+# each is ~18 MiB and compiles in 7-17 s on a daemon's first start; copy
+# them from plugins/target/wasm32-wasip2/release/ where they are wanted.
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml
+if [ -z "${AGENTD_NO_PYTHON:-}" ]; then
+  # Each Python plugin is rebuilt only when its inputs changed (10-20 s each).
+  plugins/python/build.sh
+fi
 
 if [ "${1:-}" = "--install" ]; then
   dest="${2:?usage: build-plugins.sh --install DIR}"

@@ -11,7 +11,12 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
 fi
 
 echo "== plugins"
+# Rust plugins, then the Python ones (componentize-py installed pinned by
+# scripts/ensure-componentize-py.sh; unchanged ones are not rebuilt).
 scripts/build-plugins.sh
+
+echo "== python sdk"
+(cd plugins/python/sdk && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests)
 
 echo "== docker engine and sandbox images"
 # Tests that need Docker fail (never skip) without an engine; this makes

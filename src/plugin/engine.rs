@@ -19,6 +19,39 @@
 //!   the cap in the message, and the plugins already serving are untouched.
 //!   No memory may be larger than `[plugins] memory_limit`, which the
 //!   per-store limiter (`limits.rs`) applies to the sum of all of them.
+//! - **Sized for Python components too.** A component built by
+//!   componentize-py 0.25.1 (the Python SDK's, `plugins/python/`) carries
+//!   CPython, libc and the WASI adapter as separate modules. Measured
+//!   (`cargo bench --bench plugin_langs`, README "Benchmarks"), against a
+//!   Rust tool:
+//!
+//!   | | Rust tool | Python tool |
+//!   |---|---|---|
+//!   | core instances | 3 | 14 |
+//!   | memories / tables | 1 / 2 | 1 / 2 |
+//!   | instance state (VMContexts) | 6 KB | 400 KB |
+//!   | initial linear memory | 1.1 MiB | 13.2 MiB |
+//!   | resident after a call | 0.06 MiB | 6.7 MiB |
+//!
+//!   So only one total had to change: core instances. At four per instance
+//!   on average (sized for Rust), Python instances (14 each) ran the pool
+//!   out long before its instance count: one run's share (nine instances)
+//!   held two Python tools, and 64 runs with three Python tools each
+//!   exhausted the pool of `max_concurrent_runs = 64`, so tools failed to
+//!   instantiate with wasmtime's "limit reached". The total is now the per-component cap times the
+//!   instances, which no mix of components can exhaust before the instance
+//!   count itself; that costs nothing up front, since wasmtime reserves no
+//!   memory per core instance (a core instance's state is allocated when it
+//!   is instantiated: 400 KB for a Python component). Memories and tables,
+//!   which *are* reserved up front (a memory slot is 4 GiB of address
+//!   space plus guards), stay at their Rust-sized averages: a Python
+//!   component has no more of them than a Rust one. The per-component caps
+//!   stay tight where Rust and Python agree (memories, tables, instance
+//!   state: 1 MiB is 2.5 times Python's) and leave Python a margin on core
+//!   instances (20 for its 14, room for a componentize-py that splits out
+//!   another module), so one component still cannot declare hundreds. A
+//!   Python instance needs `[plugins] memory_limit` of at least 14 MiB (its
+//!   initial memory; the default is 256 MiB).
 
 use std::time::Duration;
 
@@ -38,18 +71,24 @@ pub const INSTANCES_PER_RUN: u32 = 1 + 8;
 const SPARE_INSTANCES: u32 = 16;
 
 /// Core instances one component may contain: a Rust component has a main
-/// module and a few shims (wasi adapters, fixups), fewer than ten.
-pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+/// module and a few shims (wasi adapters, fixups), 3 for a tool of the SDK;
+/// a Python one (componentize-py 0.25.1) has 14: CPython, libc, the WASI
+/// adapter, the bindings and their shims. 20 leaves room for a compiler
+/// version that splits out one more module without letting a component
+/// declare hundreds.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 20;
 
 /// Linear memories one component may contain: a Rust component has one or
-/// two (its own and an adapter's).
+/// two (its own and an adapter's); a Python component has one.
 pub const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
 
-/// Tables one component may contain.
+/// Tables one component may contain: two for both Rust and Python tools.
 pub const MAX_TABLES_PER_COMPONENT: u32 = 8;
 
 /// Bytes of instance metadata (`VMComponentContext` and its core instances'
-/// `VMContext`s) one component may need; real plugins need a few KiB.
+/// `VMContext`s) one component may need: a Rust plugin a few KiB, a Python
+/// one about 400 KB (CPython's module has thousands of functions and
+/// globals).
 pub const MAX_COMPONENT_INSTANCE_SIZE: usize = 1 << 20;
 
 /// How many plugin instances the engine's pool is sized for.
@@ -76,8 +115,11 @@ pub fn build_engine_with(
         .saturating_add(SPARE_INSTANCES);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
-        // Rust components carry a main module plus a few shim modules.
-        .total_core_instances(instances.saturating_mul(4))
+        // Every instance may be a Python one (14 core instances): reserved
+        // nothing up front, so sized to the per-component cap (see above).
+        .total_core_instances(instances.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT))
+        // Reserved up front (address space): the average of one or two a
+        // Rust or Python component has.
         .total_memories(instances.saturating_mul(2))
         .total_tables(instances.saturating_mul(4))
         .total_stacks(instances)

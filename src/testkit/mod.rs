@@ -9,4 +9,4 @@ pub mod stats;
 pub mod uds_http;
 
 pub use fake_llm::{FakeLlm, Reply};
-pub use plugins::build_plugins;
+pub use plugins::{build_plugins, build_python_plugins};

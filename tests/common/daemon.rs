@@ -75,6 +75,96 @@ impl Daemon {
         Self::configured(llm, plugins, extra)
     }
 
+    /// Like [`start_with_plugins`](Self::start_with_plugins), with the
+    /// compile cache (`<state_dir>/cache`) seeded from
+    /// [`shared_compile_cache`] before the daemon starts and the entries it
+    /// compiled shared back once it is ready. For tests of Python plugins,
+    /// which take 7-17 s each to compile: each test's daemon then loads
+    /// them from the cache in milliseconds, as a restarted daemon does.
+    /// Start-ups through here are serialised within a test binary, so tests
+    /// that start together do not all compile the same components at once:
+    /// the first compiles, the others wait and find the entries.
+    pub fn start_sharing_compile_cache(
+        llm: &FakeLlm,
+        files: &[(&str, &str)],
+        extra: &str,
+    ) -> Daemon {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let mut d = Self::configured(llm, Self::folder_of(files), extra);
+        d.seed_compile_cache();
+        d.spawn(&[]);
+        d.share_compile_cache();
+        d
+    }
+
+    /// A plugins folder holding `(file name, built component)` copies.
+    fn folder_of(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let plugins = tempfile::tempdir().expect("tempdir");
+        let built = built_plugins();
+        for (file, component) in files {
+            let from = built.join(format!("{component}.wasm"));
+            std::fs::copy(&from, plugins.path().join(file))
+                .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        }
+        plugins
+    }
+
+    fn cache_entries(dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Links (or copies) every entry of [`shared_compile_cache`] into this
+    /// daemon's cache folder, made as the daemon makes it (0700); entries
+    /// stay 0600 and this user's, which the daemon checks before use.
+    /// Entries of another engine build are simply misses.
+    pub fn seed_compile_cache(&self) {
+        use std::os::unix::fs::DirBuilderExt;
+        let cache = self.state_dir.join("cache");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&cache)
+            .expect("create the cache folder");
+        for entry in Self::cache_entries(&shared_compile_cache()) {
+            let to = cache.join(entry.file_name().expect("entry name"));
+            if std::fs::hard_link(&entry, &to).is_err() {
+                let _ = std::fs::copy(&entry, &to);
+            }
+        }
+    }
+
+    /// Shares this daemon's new compile cache entries with later tests (a
+    /// temp file renamed into place: a test reading the folder never sees
+    /// half an entry).
+    pub fn share_compile_cache(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let shared = shared_compile_cache();
+        for entry in Self::cache_entries(&self.state_dir.join("cache")) {
+            let name = entry.file_name().expect("entry name");
+            let to = shared.join(name);
+            if to.exists() {
+                continue;
+            }
+            let tmp = shared.join(format!(
+                ".{}.{}.tmp",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
+            if std::fs::copy(&entry, &tmp).is_ok() {
+                let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600));
+                let _ = std::fs::rename(&tmp, &to);
+            }
+        }
+    }
+
     fn start_in(llm: &FakeLlm, plugins: tempfile::TempDir, extra: &str) -> Daemon {
         let mut d = Self::configured(llm, plugins, extra);
         d.spawn(&[]);
@@ -286,6 +376,20 @@ impl Daemon {
         assert_eq!(status, 200);
         ndjson(&body)
     }
+}
+
+/// The compile cache entries tests share (`target/tmp/compile-cache`):
+/// keyed like every cache entry by the component's content and the engine
+/// build, so a stale one is a miss, never wrong code.
+pub fn shared_compile_cache() -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .expect("create the shared compile cache");
+    dir
 }
 
 /// A response body that never ends (`GET /v1/events`), read as it comes:

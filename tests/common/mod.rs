@@ -30,6 +30,20 @@ pub fn built_plugins() -> &'static Path {
     })
 }
 
+/// Builds the Python plugins of `plugins/python/` once per test binary
+/// (`plugins/python/build.sh`: the pinned componentize-py, installed on
+/// first use; a plugin whose inputs did not change is not rebuilt) and
+/// returns the folder holding them, the same as [`built_plugins`]'s, so
+/// [`plugins_dir`] and the daemon helpers find both languages there once
+/// this has run.
+pub fn built_python_plugins() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        built_plugins();
+        agentd::testkit::build_python_plugins(&repo_root()).unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
 /// A fresh plugins folder holding copies of the named components.
 pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -8,28 +8,27 @@ from __future__ import annotations
 from ._bindings import config_api
 
 
-
-def _api():
-    if config_api is None:
-        raise RuntimeError("agentd.config needs contract 0.2.1 (this component was built against 0.2.0)")
-    return config_api
+def _get(key: str):
+    # A component built against contract 0.2.0 has no `config` import: its
+    # operator can set nothing, so every key is unset.
+    return None if config_api is None else config_api.get(key)
 
 
 def get(key: str, default: str | None = None) -> str | None:
     """The value set for ``key``, else ``default``."""
-    value = _api().get(key)
+    value = _get(key)
     return default if value is None else value
 
 
 def keys() -> list[str]:
     """Every key the operator set, sorted."""
-    return list(_api().keys())
+    return [] if config_api is None else list(config_api.keys())
 
 
 def get_int(key: str, default: int) -> int:
     """``key`` as an integer, else ``default``; ``ValueError`` naming the key
     when it is set to something else."""
-    value = _api().get(key)
+    value = _get(key)
     if value is None:
         return default
     try:
