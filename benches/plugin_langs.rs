@@ -16,7 +16,6 @@
 //! first; componentize-py is installed by scripts/ensure-componentize-py.sh).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentd::plugin::clock::StepClock;
