@@ -548,27 +548,16 @@ fn new_refuses_a_folder_in_use_and_names_that_cannot_be_crates() {
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
-/// componentize-py as this repository's own Python plugins get it
-/// (`scripts/ensure-componentize-py.sh`, pinned), else `$COMPONENTIZE_PY`
-/// or one on `PATH`; `None` (the Python tests say they are skipped) when
-/// there is none.
-fn componentize_py() -> Option<String> {
+/// componentize-py as this repository's own Python plugins get it:
+/// pinned, installed on first use by `scripts/ensure-componentize-py.sh`.
+fn componentize_py() -> String {
     let script = common::repo_root().join("scripts/ensure-componentize-py.sh");
-    if script.is_file() {
-        let out = Command::new(&script)
-            .arg("--print")
-            .output()
-            .expect("run ensure-componentize-py.sh");
-        assert!(out.status.success(), "{}", text(&out));
-        return Some(stdout(&out).trim().to_string());
-    }
-    if let Ok(path) = std::env::var("COMPONENTIZE_PY") {
-        return Some(path);
-    }
-    let found = Command::new("componentize-py").arg("--version").output();
-    found
-        .is_ok_and(|o| o.status.success())
-        .then(|| "componentize-py".to_string())
+    let out = Command::new(&script)
+        .arg("--print")
+        .output()
+        .expect("run scripts/ensure-componentize-py.sh");
+    assert!(out.status.success(), "{}", text(&out));
+    stdout(&out).trim().to_string()
 }
 
 /// `agentd plugin new --lang python`, its native tests (`make test`) and
@@ -603,39 +592,13 @@ fn new_python_project(parent: &Path, kind: &str, name: &str, cpy: &str) -> PathB
     wasm
 }
 
-/// Whether this host serves the contract the Python SDK builds against.
-/// Until it does, a Python component is checked to be refused for exactly
-/// that reason, and the rest of its test waits.
-fn host_serves_python_contract(wasm: &Path) -> bool {
-    if agentd::plugin::world::SUPPORTED.contains("0.2.1") {
-        return true;
-    }
-    let (out, report) = check_json(wasm);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        report["problems"][0]
-            .as_str()
-            .unwrap_or("")
-            .contains("agentd:plugin@0.2.1"),
-        "{report:#}"
-    );
-    eprintln!("the host does not serve agentd:plugin@0.2.1 yet: the Python component is built but not loaded");
-    false
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_tool_from_new_to_a_run() {
-    let Some(cpy) = componentize_py() else {
-        eprintln!("skipped: no componentize-py (scripts/ensure-componentize-py.sh, $COMPONENTIZE_PY or PATH)");
-        return;
-    };
+    let cpy = componentize_py();
     let parent = tempfile::tempdir().expect("tempdir");
     let wasm = tokio::task::block_in_place(|| {
         new_python_project(parent.path(), "tool", "py_kit_tool", &cpy)
     });
-    if !host_serves_python_contract(&wasm) {
-        return;
-    }
     let (out, report) = check_json(&wasm);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(report["world"], "tool", "{report:#}");
@@ -671,17 +634,11 @@ async fn a_python_tool_from_new_to_a_run() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_strategy_from_new_to_a_run() {
-    let Some(cpy) = componentize_py() else {
-        eprintln!("skipped: no componentize-py (scripts/ensure-componentize-py.sh, $COMPONENTIZE_PY or PATH)");
-        return;
-    };
+    let cpy = componentize_py();
     let parent = tempfile::tempdir().expect("tempdir");
     let wasm = tokio::task::block_in_place(|| {
         new_python_project(parent.path(), "strategy", "py_kit_strategy", &cpy)
     });
-    if !host_serves_python_contract(&wasm) {
-        return;
-    }
     let (out, report) = check_json(&wasm);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(report["world"], "strategy", "{report:#}");
