@@ -9,9 +9,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use common::daemon::Daemon;
 use common::fault::{
     assert_no_containers, assert_status_within_a_second, Bystander, Committed, BYSTANDER_AGENT,
 };
+use common::tmpfs::Tmpfs;
 use serde_json::Value;
 
 /// `quick` finishes at its first step without a sandbox; `gated` runs one
@@ -103,57 +103,6 @@ async fn start_gated(d: &Daemon, llm: &FakeLlm, request: &str) -> (String, Strin
     let id = tokio::task::block_in_place(|| d.create_run("gated", request));
     let container = wait_for_container(d, &id).await;
     (id, container)
-}
-
-/// A tmpfs mounted on a folder for the length of a test.
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(dir).expect("mkdir");
-        let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700")])
-            .arg("tmpfs")
-            .arg(dir)
-            .output()
-            .expect("mount");
-        assert!(
-            out.status.success(),
-            "mount tmpfs (these tests run as root): {out:?}"
-        );
-        Tmpfs {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    /// Fills the file system with one file until it is full; returns it.
-    fn fill(&self) -> PathBuf {
-        let path = self.dir.join("filler");
-        let mut f = std::fs::File::create(&path).expect("create filler");
-        for chunk in [1 << 20, 4096, 1] {
-            let buf = vec![0x5a_u8; chunk];
-            loop {
-                match f.write_all(&buf) {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-                    Err(e) => panic!("fill: {e}"),
-                }
-            }
-        }
-        path
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Lazy: a daemon still holding files there must not keep it mounted.
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.dir)
-            .status();
-    }
 }
 
 /// POSTs runs until one is refused, asserting the refusal is a clear

@@ -25,6 +25,8 @@ use crate::api::ErrorBody;
 /// exempt: a quiet run is normal.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
+const JSON: &str = "application/json";
+
 /// Transcripts hold whole tool outputs; this only stops a runaway body.
 const MAX_BODY: usize = 256 << 20;
 
@@ -95,7 +97,24 @@ impl Client {
     ) -> Result<T, ClientError> {
         let json = serde_json::to_vec(body)
             .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
-        let answer = self.call(Method::POST, path, Some(json)).await?;
+        let answer = self.call(Method::POST, path, Some((json, JSON))).await?;
+        decode(path, &answer)
+    }
+
+    /// A PUT whose body is `bytes` as they are (a plugin component).
+    pub async fn put_bytes<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+    ) -> Result<T, ClientError> {
+        let answer = self
+            .call(Method::PUT, path, Some((bytes, "application/wasm")))
+            .await?;
+        decode(path, &answer)
+    }
+
+    pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let answer = self.call(Method::DELETE, path, None).await?;
         decode(path, &answer)
     }
 
@@ -115,7 +134,7 @@ impl Client {
         &self,
         method: Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<(Vec<u8>, &'static str)>,
     ) -> Result<Bytes, ClientError> {
         let exchange = async {
             let response = check(self.send(method, path, body).await?).await?;
@@ -131,11 +150,12 @@ impl Client {
         }
     }
 
+    /// `body` is the bytes and their content type.
     async fn send(
         &self,
         method: Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<(Vec<u8>, &'static str)>,
     ) -> Result<Response<Incoming>, ClientError> {
         let stream =
             UnixStream::connect(&self.socket)
@@ -160,11 +180,15 @@ impl Client {
                 USER_AGENT,
                 concat!("agentd-cli/", env!("CARGO_PKG_VERSION")),
             );
-        if body.is_some() {
-            request = request.header(CONTENT_TYPE, "application/json");
-        }
+        let body = match body {
+            Some((bytes, content_type)) => {
+                request = request.header(CONTENT_TYPE, content_type);
+                bytes
+            }
+            None => Vec::new(),
+        };
         let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .body(Full::new(Bytes::from(body)))
             .map_err(|e| ClientError::Protocol(format!("cannot build the request {path}: {e}")))?;
         sender
             .send_request(request)

@@ -9,6 +9,7 @@ mod live;
 mod local_record;
 mod ndjson;
 mod out;
+mod plugin_kit;
 mod progress;
 mod remote_run;
 mod run_local;
@@ -58,6 +59,8 @@ pub enum Command {
     Agents(JsonArgs),
     /// List the plugins found in the plugins folder.
     Plugins(PluginsArgs),
+    /// Write, check, call, install and remove plugins (the authoring kit).
+    Plugin(plugin_kit::PluginArgs),
     /// Show the daemon's state.
     Status(JsonArgs),
 }
@@ -162,6 +165,7 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Serve(args) => crate::daemon::serve(args.config, socket).await,
         Command::Run(args) if args.local => run_local::run(args).await,
         Command::Plugins(args) if args.local => run_local::plugins(args).await,
+        Command::Plugin(args) => plugin_kit::main(args, socket).await,
         Command::Run(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 remote_run::run(&c, &args).await

@@ -292,6 +292,8 @@ pub struct DaemonKeys {
     pub history_days: Option<u32>,
     /// Largest request body the API accepts, in bytes.
     pub max_request_bytes: Option<super::size::ByteSize>,
+    /// Largest component `PUT /v1/plugins/{name}` accepts, in bytes.
+    pub max_plugin_bytes: Option<super::size::ByteSize>,
     // The limits of each run (agent::RunLimits).
     /// Seconds of wall clock a run may take once it leaves the queue.
     pub max_run_time: Option<f64>,

@@ -24,8 +24,8 @@ use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
     DaemonConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS,
     DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_USER,
-    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_QUEUED_RUNS_PER_USER, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
+    DEFAULT_MAX_PLUGIN_BYTES, DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_QUEUED_RUNS_PER_USER,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::{Grants, PluginSettings};
@@ -181,6 +181,8 @@ impl Config {
         let run_limits = run_limits(&f.daemon, output_limit).map_err(invalid)?;
         let max_request_bytes =
             size_key(&f.daemon.max_request_bytes, "[daemon] max_request_bytes").map_err(invalid)?;
+        let max_plugin_bytes =
+            size_key(&f.daemon.max_plugin_bytes, "[daemon] max_plugin_bytes").map_err(invalid)?;
         let positive_seconds = |value: Option<f64>, default: Duration, key: &str| match value {
             None => Ok(default),
             Some(t) => seconds(t).ok_or_else(|| {
@@ -236,6 +238,10 @@ impl Config {
             history_days: f.daemon.history_days.unwrap_or(DEFAULT_HISTORY_DAYS),
             max_request_bytes: max_request_bytes
                 .unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
+                .max(1024),
+            max_plugin_bytes: max_plugin_bytes
+                .unwrap_or(DEFAULT_MAX_PLUGIN_BYTES)
+                .min(crate::plugin::MAX_COMPONENT_BYTES as usize)
                 .max(1024),
             run_limits,
             max_connections,

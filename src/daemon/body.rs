@@ -22,18 +22,22 @@ use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 
 use super::error::ApiError;
 
-/// From `[daemon]`: `max_request_bytes` and `body_timeout`.
+/// From `[daemon]`: `max_request_bytes` (or, for a plugin upload,
+/// `max_plugin_bytes`) and `body_timeout`.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimits {
     pub max_bytes: usize,
     pub timeout: Duration,
+    /// The key `max_bytes` comes from, named in the 413's message so the
+    /// client knows which setting to raise.
+    pub key: &'static str,
 }
 
 /// Why a body was not read.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
-    #[error("the request body is larger than [daemon] max_request_bytes ({max} bytes)")]
-    TooLarge { max: usize },
+    #[error("the request body is larger than [daemon] {key} ({max} bytes)")]
+    TooLarge { max: usize, key: &'static str },
     #[error(
         "the request body did not arrive within {} s ([daemon] body_timeout)",
         .timeout.as_secs_f64()
@@ -70,6 +74,7 @@ pub async fn read(body: Body, limits: BodyLimits) -> Result<Bytes, BodyError> {
     }
     let too_large = BodyError::TooLarge {
         max: limits.max_bytes,
+        key: limits.key,
     };
     if body.size_hint().lower() > limits.max_bytes as u64 {
         return Err(too_large);
@@ -169,6 +174,7 @@ mod tests {
         BodyLimits {
             max_bytes,
             timeout: Duration::from_millis(timeout_ms),
+            key: "max_request_bytes",
         }
     }
 
@@ -205,7 +211,7 @@ mod tests {
         let e = read(Body::from(vec![b'x'; 2048]), limits(1024, 1000))
             .await
             .expect_err("too large");
-        assert!(matches!(e, BodyError::TooLarge { max: 1024 }), "{e}");
+        assert!(matches!(e, BodyError::TooLarge { max: 1024, .. }), "{e}");
         // No length announced: refused once the bytes pass the cap.
         let chunks =
             stream::iter((0..4).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 512]))));

@@ -14,6 +14,7 @@ mod listener;
 mod paging;
 mod peer;
 mod plugin_events;
+mod plugin_install;
 mod routes;
 mod runs;
 mod server;
@@ -133,6 +134,12 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     let body_limits = body::BodyLimits {
         max_bytes: config.daemon.max_request_bytes,
         timeout: config.daemon.body_timeout,
+        key: "max_request_bytes",
+    };
+    let plugin_body_limits = body::BodyLimits {
+        max_bytes: config.daemon.max_plugin_bytes,
+        timeout: config.daemon.body_timeout,
+        key: "max_plugin_bytes",
     };
     let limits = server::ServerLimits {
         max_connections: config.daemon.max_connections,
@@ -157,7 +164,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     daemon.warn_missing_plugins();
     let _watcher = watch_plugins(plugins_dir, &daemon);
 
-    let app = routes::router(daemon.clone(), body_limits);
+    let app = routes::router(daemon.clone(), body_limits, plugin_body_limits);
     let stop = tokio_util::sync::CancellationToken::new();
     let server = tokio::spawn(server::serve(
         bound.listener,

@@ -10,7 +10,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Extension;
 use axum::{Json, Router};
 use futures::StreamExt;
@@ -21,6 +21,7 @@ use super::error::ApiError;
 use super::event_log;
 use super::paging::PageRequest;
 use super::peer::Caller;
+use super::plugin_install;
 use super::runs::{CancelError, CreateError};
 use super::state::{AgentLookupError, Daemon};
 use crate::agent::settings::resolve;
@@ -32,8 +33,20 @@ type Shared = State<Arc<Daemon>>;
 
 /// Every route's request body is read by [`body::buffered`] first, under
 /// `max_request_bytes` and `body_timeout`, so a handler's extractor only
-/// ever reads from memory.
-pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits) -> Router {
+/// ever reads from memory. A plugin upload (`PUT /v1/plugins/{name}`) is a
+/// component, tens of megabytes for Python: its route has its own limits,
+/// `plugin_limits` (`max_plugin_bytes`), layered on it alone.
+pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits, plugin_limits: BodyLimits) -> Router {
+    let install = Router::new()
+        .route(
+            "/v1/plugins/{name}",
+            put(plugin_install::install).delete(plugin_install::remove),
+        )
+        .layer(DefaultBodyLimit::max(plugin_limits.max_bytes))
+        .layer(middleware::from_fn_with_state(
+            plugin_limits,
+            body::buffered,
+        ));
     Router::new()
         .route("/v1/status", get(status))
         .route("/v1/agents", get(agents))
@@ -48,6 +61,7 @@ pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limits.max_bytes))
         .layer(middleware::from_fn_with_state(body_limits, body::buffered))
+        .merge(install)
         .with_state(daemon)
 }
 

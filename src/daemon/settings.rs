@@ -13,6 +13,11 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// the database grow forever on a busy server.
 pub const DEFAULT_HISTORY_DAYS: u32 = 30;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
+/// A component uploaded to `PUT /v1/plugins/{name}`: a Rust plugin is tens
+/// of kilobytes, a Python one (an interpreter compiled to wasm) about
+/// 40 MB, so three times that leaves room without inviting the loader's
+/// 256 MiB ceiling ([`crate::plugin::MAX_COMPONENT_BYTES`]), which caps it.
+pub const DEFAULT_MAX_PLUGIN_BYTES: usize = 128 << 20;
 /// Far above what the CLI and a few scripts need, far below the 65536
 /// descriptors the unit allows: a flood of connections is refused long
 /// before the daemon runs out of descriptors for Docker, SQLite and the LLM.
@@ -47,6 +52,10 @@ pub struct DaemonConfig {
     /// 0 keeps every run.
     pub history_days: u32,
     pub max_request_bytes: usize,
+    /// The largest body `PUT /v1/plugins/{name}` accepts (a component's
+    /// bytes); other routes keep `max_request_bytes`. At most the loader's
+    /// ceiling.
+    pub max_plugin_bytes: usize,
     /// The limits of each run (`max_run_time`, `max_run_bytes`,
     /// `max_tool_calls_per_step`, `max_host_calls_per_step`, `max_message_bytes`,
     /// `max_tool_arguments_bytes`, `max_tool_result_bytes`), owned by the

@@ -121,6 +121,9 @@ pub struct Daemon {
     pub bus: Arc<EventBus>,
     /// What `warn_missing_plugins` said last.
     missing_reported: std::sync::Mutex<Vec<(String, Vec<String>)>>,
+    /// Held by each plugin install or removal through the API, so two of
+    /// them cannot interleave their checks and renames (`plugin_install.rs`).
+    pub installs: tokio::sync::Mutex<()>,
 }
 
 pub struct DaemonParts {
@@ -160,6 +163,7 @@ impl Daemon {
             config_path: p.config_path,
             bus: p.bus,
             missing_reported: Default::default(),
+            installs: tokio::sync::Mutex::new(()),
         }
     }
 

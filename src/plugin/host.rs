@@ -13,7 +13,7 @@ use super::catalog::{Catalog, LoadReport, PluginChange, PluginStatus};
 use super::engine::EngineLimits;
 use super::error::PluginError;
 use super::loader::Loader;
-use super::registry::PluginSet;
+use super::registry::{LoadedPlugin, PluginSet};
 use super::settings::PluginSettings;
 
 /// The plugin host: a [`Loader`] to compile and check components, a
@@ -87,6 +87,15 @@ impl PluginHost {
     /// See [`Loader::engine`].
     pub fn engine(&self) -> &Engine {
         self.loader.engine()
+    }
+
+    /// Compiles and probes `bytes` as a scan would, without writing them
+    /// anywhere or changing what serves: the daemon's install route checks
+    /// a component with it before the file exists. `path` is where the
+    /// component will live, for its messages and its metadata.
+    pub async fn validate(&self, path: &Path, bytes: Vec<u8>) -> Result<LoadedPlugin, PluginError> {
+        let compiled = self.loader.compile(path, bytes).await?;
+        self.loader.probe(path, &compiled).await
     }
 
     /// See [`Catalog::snapshot`].

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tracing::info;
 use wasmtime::component::{Component, Linker};
@@ -127,19 +128,41 @@ impl Loader {
 
     /// [`load_file`](Self::load_file) for bytes already read and hashed (the
     /// catalog hashes a file first to see whether it changed at all).
-    /// Compilation takes tens of milliseconds of CPU per plugin (more in
-    /// debug builds), so it runs on the blocking pool, never on a runtime
-    /// worker that other runs need. Not public: `sha` must be the hash of
-    /// `bytes`, since the compile cache files the artefact under it.
+    /// Not public: `sha` must be the hash of `bytes`, since the compile
+    /// cache files the artefact under it.
     pub(super) async fn load_bytes(
         &self,
         path: &Path,
         bytes: Vec<u8>,
         sha: [u8; 32],
     ) -> Result<LoadedPlugin, PluginError> {
+        let compiled = self.compile_hashed(path, bytes, sha).await?;
+        self.probe(path, &compiled).await
+    }
+
+    /// The first half of a load: compiles `bytes` (or takes them from the
+    /// cache) without probing them, so that `agentd plugin check` can list
+    /// a component's imports and exports even when its probe then fails,
+    /// and time the two apart. `path` only names the component in errors.
+    pub async fn compile(&self, path: &Path, bytes: Vec<u8>) -> Result<Compiled, PluginError> {
+        let sha = sha256(&bytes);
+        self.compile_hashed(path, bytes, sha).await
+    }
+
+    /// Compilation takes tens of milliseconds of CPU per plugin (seconds
+    /// for an interpreter compiled to wasm, more in debug builds), so it
+    /// runs on the blocking pool, never on a runtime worker that other runs
+    /// need.
+    async fn compile_hashed(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        sha: [u8; 32],
+    ) -> Result<Compiled, PluginError> {
         let engine = self.engine.clone();
         let cache = self.cache.clone();
         let file = path.to_path_buf();
+        let started = Instant::now();
         let (component, origin) = tokio::task::spawn_blocking(move || match cache {
             Some(cache) => cache.component(&engine, &bytes, &sha, &file),
             None => Component::new(&engine, &bytes).map(|c| (c, Origin::Compiled)),
@@ -153,12 +176,28 @@ impl Loader {
             path: path.to_path_buf(),
             message: compile_error(&e),
         })?;
+        Ok(Compiled {
+            component,
+            from_cache: !matches!(origin, Origin::Compiled),
+            origin: origin.as_str(),
+            compile_time: started.elapsed(),
+        })
+    }
+
+    /// The second half of a load: the world check and the `metadata()`
+    /// probe of `probe.rs`, on a component this loader compiled. It does not
+    /// change what serves.
+    pub async fn probe(
+        &self,
+        path: &Path,
+        compiled: &Compiled,
+    ) -> Result<LoadedPlugin, PluginError> {
         let plugin = probe::check(
             &self.engine,
             &self.strategy_linker,
             &self.tool_linker,
             path,
-            component,
+            compiled.component.clone(),
             self.settings.memory_limit_bytes(),
         )
         .await?;
@@ -171,9 +210,40 @@ impl Loader {
             "plugin {} {} loaded ({})",
             meta.name,
             meta.version,
-            origin.as_str()
+            compiled.origin
         );
         Ok(plugin)
+    }
+}
+
+/// A component compiled for a [`Loader`]'s engine, not yet probed.
+pub struct Compiled {
+    component: Component,
+    origin: &'static str,
+    /// Whether it came from the compile cache rather than the compiler.
+    pub from_cache: bool,
+    /// Wall time of the compilation (or of the cache load).
+    pub compile_time: Duration,
+}
+
+impl Compiled {
+    /// What the component imports, by name (`wasi:cli/environment@0.2.0`,
+    /// `agentd:plugin/sandbox@0.2.0`, ...), in the component's order.
+    pub fn imports(&self, engine: &Engine) -> Vec<String> {
+        self.component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    /// What the component exports, by name, in the component's order.
+    pub fn exports(&self, engine: &Engine) -> Vec<String> {
+        self.component
+            .component_type()
+            .exports(engine)
+            .map(|(name, _)| name.to_string())
+            .collect()
     }
 }
 

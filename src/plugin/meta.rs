@@ -78,6 +78,18 @@ pub fn grants_for(imports: &[String]) -> Vec<&'static str> {
     keys
 }
 
+/// Whether `name` may name a plugin: 1-64 ASCII letters, digits, `_` or
+/// `-`. The probe holds every `metadata().name` to it, and the daemon's
+/// install route to the name in its path, which becomes a file name: no
+/// `/`, no `..`, no leading `.` that would hide the file from the catalog.
+pub fn is_valid_plugin_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 fn contract_str<S: serde::Serializer>(c: &Contract, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(c.as_str())
 }

@@ -20,7 +20,10 @@
 //! 1. `error`, `settings` (`[plugins]`), `grants` (`[plugins.<name>]`),
 //!    `bindings`, `clock`, `log_rate`
 //!    (how fast one store may log), `stdio`,
-//!    `cache`, `run_host` (what the strategy world needs from a run);
+//!    `cache`, `run_host` (what the strategy world needs from a run),
+//!    `import_needs` (the grant each import needs, from its name) and
+//!    `tool_schema` (a tool's parameters checked as a JSON Schema), both
+//!    for `agentd plugin check`;
 //! 2. over the bindings: `convert` and `compat_v0_1` (type conversions),
 //!    `meta` (what a plugin says about itself), `engine` (the pool and its
 //!    per-component caps), `limits` (what one store may take, and naming a
@@ -47,6 +50,7 @@ pub mod engine;
 mod error;
 pub mod grants;
 mod host;
+pub mod import_needs;
 pub mod limits;
 mod loader;
 pub mod log_rate;
@@ -62,6 +66,7 @@ pub mod strategy;
 pub mod strategy_host;
 pub mod tool;
 pub mod tool_host;
+pub mod tool_schema;
 pub mod trust;
 pub mod watch;
 pub mod world;
@@ -74,8 +79,8 @@ pub use engine::EngineLimits;
 pub use error::PluginError;
 pub use grants::{AllowList, Grants, PluginGrant, Secret};
 pub use host::PluginHost;
-pub use loader::{Loader, MAX_COMPONENT_BYTES};
-pub use meta::{PluginKind, PluginMeta, StrategyDefaults};
+pub use loader::{Compiled, Loader, MAX_COMPONENT_BYTES};
+pub use meta::{grants_for, is_valid_plugin_name, PluginKind, PluginMeta, StrategyDefaults};
 pub use registry::{LoadedPlugin, PluginSet};
 pub use settings::PluginSettings;
 pub use strategy::StrategyPlugin;

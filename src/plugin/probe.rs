@@ -15,7 +15,7 @@ use super::bindings::Contract;
 use super::clock::StepClock;
 use super::convert::spec_from_wit;
 use super::error::PluginError;
-use super::meta::{PluginKind, PluginMeta};
+use super::meta::{is_valid_plugin_name, PluginKind, PluginMeta};
 use super::registry::LoadedPlugin;
 use super::store::new_store;
 use super::strategy::{StrategyPlugin, StrategyPre};
@@ -156,12 +156,7 @@ fn checked_meta(
     contract: Contract,
     imports: Vec<String>,
 ) -> Result<PluginMeta, String> {
-    let valid_name = !m.name.is_empty()
-        && m.name.len() <= 64
-        && m.name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !valid_name {
+    if !is_valid_plugin_name(&m.name) {
         return Err(format!(
             "metadata().name {:?} is not a valid plugin name (1-64 ASCII letters, digits, `_` or `-`)",
             m.name

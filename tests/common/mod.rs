@@ -15,6 +15,7 @@ use agentd::testkit::FakeLlm;
 
 pub mod daemon;
 pub mod fault;
+pub mod tmpfs;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
