@@ -69,9 +69,9 @@ inputs_of() {
   local d="$1" world="$2"
   {
     echo "$cpy $world $contract"
-    (cd "$d" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum)
-    (cd "$here/sdk" && find . -type f -name '*.py' ! -path '*/tests/*' -print0 | sort -z | xargs -0 sha256sum)
-    (cd "$wit" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+    (cd "$d" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 -r sha256sum)
+    (cd "$here/sdk" && find . -type f -name '*.py' ! -path '*/tests/*' -print0 | sort -z | xargs -0 -r sha256sum)
+    (cd "$wit" && find . -type f -print0 | sort -z | xargs -0 -r sha256sum)
   } | sha256sum | cut -d' ' -f1
 }
 
