@@ -733,7 +733,7 @@ async fn a_user_without_write_access_to_the_folder_installs() {
         Daemon::start_with_plugins(
             &llm,
             &[("toolcall.wasm", "toolcall")],
-            "socket_group = \"nogroup\"",
+            "socket_group = \"nogroup\"\n\n[plugins.terminate]\nenv = { MODE = \"x\" }",
         )
     });
     tokio::task::block_in_place(|| {
@@ -787,6 +787,25 @@ async fn a_user_without_write_access_to_the_folder_installs() {
         let removed = as_nobody(&["plugin", "remove", "echo"]);
         assert!(removed.status.success(), "{}", text(&removed));
         assert!(plugin_status(&d, "echo").is_none());
+
+        // A name holding grants (here `env`) is the operator's: nobody may
+        // not put a component under it, root may.
+        let terminate = d.dir.path().join("terminate.wasm");
+        std::fs::copy(common::built_plugins().join("terminate.wasm"), &terminate)
+            .expect("copy terminate");
+        open(&terminate, 0o644);
+        let refused = as_nobody(&["plugin", "install", terminate.to_str().expect("utf-8")]);
+        assert!(!refused.status.success(), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("[plugins.terminate]") && text(&refused).contains("env"),
+            "{}",
+            text(&refused)
+        );
+        assert!(plugin_status(&d, "terminate").is_none());
+        let bytes = std::fs::read(&terminate).expect("read");
+        let (code, body) =
+            common::daemon::request(&d.socket, "PUT", "/v1/plugins/terminate", Some(&bytes));
+        assert_eq!(code, 201, "root installs it: {body}");
     });
 }
 

@@ -92,10 +92,37 @@ fn plugins_table(entries: &[Value]) -> String {
             .and_then(Value::as_str)
             .filter(|e| !e.is_empty())
             .map(|e| format!("  error: {e}"));
-        let lines: Vec<String> = error.into_iter().chain(grants_note(p)).collect();
+        let lines: Vec<String> = error
+            .into_iter()
+            .chain(imports_note(p))
+            .chain(grants_note(p))
+            .collect();
         (!lines.is_empty()).then(|| lines.join("\n"))
     });
     with_notes(&table, notes)
+}
+
+/// `  imports: ...`: what the component imports that a grant can give it
+/// (HTTP, environment, settings), by the key that grants it.
+fn imports_note(p: &Value) -> Option<String> {
+    let keys: Vec<&str> = p
+        .get("grants_needed")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
+    let what = |k: &str| match k {
+        "allow_hosts" => "HTTP (allow_hosts)",
+        "env" | "secrets" => "environment (env, secrets)",
+        "config" => "settings (config)",
+        _ => "other",
+    };
+    let mut shown: Vec<&str> = keys.iter().map(|k| what(k)).collect();
+    shown.dedup();
+    Some(format!("  imports: {}", shown.join(", ")))
 }
 
 /// `  grants: ...` under a plugin that has any, and `  wants: allow_hosts`
@@ -270,6 +297,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  grants: wants allow_hosts"), "{text}");
+        assert!(
+            text.contains("  imports: HTTP (allow_hosts), environment (env, secrets)\n"),
+            "{text}"
+        );
         assert!(!text.contains("TOKEN="), "{text}");
     }
 

@@ -22,7 +22,7 @@ fn fail(message: impl std::fmt::Display) -> i32 {
 
 fn load_config(path: Option<&Path>) -> Result<Config, i32> {
     let path = path.map(Path::to_path_buf).or_else(default_config_path);
-    Config::load(path.as_deref()).map_err(fail)
+    Config::load_with_secrets(path.as_deref()).map_err(fail)
 }
 
 async fn load_plugins(config: &Config) -> Result<Arc<PluginHost>, i32> {

@@ -20,18 +20,21 @@ pub const DEFAULT_SECRETS_FILE: &str = "secrets.env";
 
 /// The grants of every `[plugins.<name>]` table, checked against
 /// `settings` (a plugin's memory limit may not pass the pool's), with the
-/// secrets read. The error names the table and key first (`[plugins.x] key`)
-/// so the caller can find its line.
+/// secrets read when `read_secrets` (only what runs plugins needs them: the
+/// daemon, `run --local`, `plugin call`; a client reading the file for its
+/// socket must not touch them, and usually cannot). The error names the
+/// table and key first (`[plugins.x] key`) so the caller can find its line.
 pub fn build(
     keys: &PluginsKeys,
     settings: &PluginSettings,
     config_dir: Option<&Path>,
+    read_secrets: bool,
 ) -> Result<Grants, String> {
     let secrets_file = secrets_file(keys, config_dir);
-    let mut store = SecretStore::new(secrets_file);
+    let mut store = read_secrets.then(|| SecretStore::new(secrets_file));
     let mut out = BTreeMap::new();
     for (name, k) in &keys.grants {
-        out.insert(name.clone(), grant(name, k, settings, &mut store)?);
+        out.insert(name.clone(), grant(name, k, settings, store.as_mut())?);
     }
     Ok(Grants::new(out))
 }
@@ -40,7 +43,7 @@ fn grant(
     name: &str,
     k: &PluginGrantKeys,
     settings: &PluginSettings,
-    secrets: &mut SecretStore,
+    secrets: Option<&mut SecretStore>,
 ) -> Result<PluginGrant, String> {
     let table = format!("[plugins.{name}]");
     let allow_hosts = AllowList::parse(k.allow_hosts.iter().map(String::as_str))
@@ -98,11 +101,13 @@ fn grant(
         ),
     };
     let mut secret_values = BTreeMap::new();
-    for var in &k.secrets {
-        let value = secrets
-            .get(var)
-            .map_err(|why| format!("{table} secrets: {var}: {why}"))?;
-        secret_values.insert(var.clone(), value);
+    if let Some(secrets) = secrets {
+        for var in &k.secrets {
+            let value = secrets
+                .get(var)
+                .map_err(|why| format!("{table} secrets: {var}: {why}"))?;
+            secret_values.insert(var.clone(), value);
+        }
     }
     Ok(PluginGrant {
         allow_hosts,

@@ -59,9 +59,11 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[plugins]`, read at start-up (the engine's pool is sized from it).
     pub plugins: PluginSettings,
-    /// `[plugins.<name>]`, with the secret values read: reloaded on SIGHUP
-    /// (a run keeps those it started with).
+    /// `[plugins.<name>]`: reloaded on SIGHUP (a run keeps those it started
+    /// with). Without secrets unless loaded with [`Config::load_with_secrets`].
     pub plugin_grants: Grants,
+    /// `[plugins]` as written, for [`Config::read_secrets`].
+    plugin_keys: file::PluginsKeys,
     pub agents: BTreeMap<String, AgentConfig>,
 }
 
@@ -110,6 +112,32 @@ impl Config {
                 Self::parse(&text, p)
             }
         }
+    }
+
+    /// [`load`](Self::load), then the secrets of `[plugins.<name>]` read
+    /// (see [`read_secrets`](Self::read_secrets)): for what runs plugins.
+    pub fn load_with_secrets(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut config = Self::load(path)?;
+        config.read_secrets()?;
+        Ok(config)
+    }
+
+    /// Reads the values of every `[plugins.<name>] secrets` (systemd
+    /// credentials, else the secrets file) into the grants. Only what runs
+    /// plugins calls it: a client reading the file for its socket path has
+    /// no business with the secrets, and usually no right to read them.
+    pub fn read_secrets(&mut self) -> Result<(), ConfigError> {
+        let file = self.source.clone().unwrap_or_default();
+        let dir = self.source.as_deref().and_then(Path::parent);
+        self.plugin_grants =
+            grants::build(&self.plugin_keys, &self.plugins, dir, true).map_err(|message| {
+                ConfigError::Invalid {
+                    file,
+                    line: None,
+                    message,
+                }
+            })?;
+        Ok(())
     }
 
     pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigError> {
@@ -352,7 +380,8 @@ impl Config {
         ) {
             check_llm_keys(keys, config_dir).map_err(|e| invalid(format!("{table} {e}")))?;
         }
-        let plugin_grants = grants::build(&f.plugins, &plugins, config_dir).map_err(invalid)?;
+        let plugin_grants =
+            grants::build(&f.plugins, &plugins, config_dir, false).map_err(invalid)?;
         Ok(Config {
             source: file.map(Path::to_path_buf),
             llm,
@@ -360,6 +389,7 @@ impl Config {
             sandbox,
             plugins,
             plugin_grants,
+            plugin_keys: f.plugins,
             agents,
         })
     }

@@ -663,3 +663,20 @@ fn bad_plugin_grants_are_refused_naming_table_and_key() {
         assert!(e.contains(want), "{text}: {e}");
     }
 }
+
+#[test]
+fn secrets_are_read_only_when_asked_so_clients_never_touch_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("agentd.toml");
+    let text = "[plugins.http_get]\nsecrets = [\"NO_SUCH_SECRET_ANYWHERE\"]\n";
+    // A client reading the file (for its socket, say) loads it fine, with
+    // no secret value in it.
+    let mut c = Config::parse(text, &file).expect("parses without reading secrets");
+    assert!(c.plugin_grants.of("http_get").secrets.is_empty());
+    // What runs plugins reads them, and a missing one refuses the file.
+    let e = c.read_secrets().expect_err("missing secret").to_string();
+    assert!(
+        e.contains("[plugins.http_get] secrets: NO_SUCH_SECRET_ANYWHERE"),
+        "{e}"
+    );
+}

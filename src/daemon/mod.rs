@@ -49,7 +49,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// `socket` (the command line's `--socket`) wins over the configuration.
 pub async fn serve(config_path: Option<PathBuf>, socket: Option<PathBuf>) -> i32 {
     let config_path = config_path.or_else(default_config_path);
-    let config = match Config::load(config_path.as_deref()) {
+    let config = match Config::load_with_secrets(config_path.as_deref()) {
         Ok(mut c) => {
             if socket.is_some() {
                 c.daemon.socket = socket;
@@ -363,7 +363,7 @@ fn reload(daemon: &Daemon) {
         systemd::ready(&status_line(daemon));
         return;
     };
-    match Config::load(Some(path)) {
+    match Config::load_with_secrets(Some(path)) {
         Ok(mut config) => {
             let old = daemon.generation();
             // The socket, folders, limits and sandbox are bound at start-up;
@@ -378,6 +378,14 @@ fn reload(daemon: &Daemon) {
             config.daemon = old.config.daemon.clone();
             config.sandbox = old.config.sandbox.clone();
             config.plugins = old.config.plugins;
+            if let Err(e) = config
+                .plugin_grants
+                .check_memory_limits(config.plugins.memory_limit)
+            {
+                error!(error = %e, "configuration reload refused; keeping the running configuration");
+                systemd::ready(&status_line(daemon));
+                return;
+            }
             daemon.swap_config(config);
             info!(file = %path.display(), "configuration reloaded");
             daemon.warn_missing_plugins();

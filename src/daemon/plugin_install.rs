@@ -30,14 +30,48 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{Extension, Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::error::ApiError;
+use super::peer::Caller;
 use super::state::Daemon;
 use crate::plugin::{is_valid_plugin_name, FileStatus, PluginStatus};
+
+/// Grants follow a plugin's name, so whoever installs a component under a
+/// name gets what that name was granted. Secrets, hosts and environment are
+/// the operator's to hand out: a name holding any of them may be installed
+/// only by root or the daemon's own user (who could read the secrets
+/// anyway), never by another member of the socket group, who could
+/// otherwise upload a component that returns the secret or sends it away.
+fn check_may_take_grants(d: &Daemon, name: &str, uid: Option<u32>) -> Result<(), ApiError> {
+    let grant = d.generation().runtime.grants.of(name);
+    let sensitive: Vec<&str> = [
+        ("secrets", !grant.secrets.is_empty()),
+        ("allow_hosts", !grant.allow_hosts.is_empty()),
+        ("env", !grant.env.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(key, set)| set.then_some(key))
+    .collect();
+    if sensitive.is_empty() {
+        return Ok(());
+    }
+    let me = crate::plugin::trust::euid();
+    match uid {
+        Some(u) if u == 0 || u == me => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "plugin `{name}` is granted {} in [plugins.{name}]: only root or the daemon's user (uid {me}) may install a component under that name, since it would get those grants",
+                sensitive.join(", ")
+            ),
+        )),
+    }
+}
 
 /// The mode of an installed plugin file: readable by all (the daemon may run
 /// under another uid than root), writable by its owner only, which the
@@ -47,6 +81,7 @@ const PLUGIN_FILE_MODE: u32 = 0o644;
 /// `PUT /v1/plugins/{name}`: the body is the component's bytes.
 pub async fn install(
     State(d): State<Arc<Daemon>>,
+    caller: Option<Extension<Caller>>,
     UrlPath(name): UrlPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -62,6 +97,7 @@ pub async fn install(
         }
     })?;
     check_name(&name)?;
+    check_may_take_grants(&d, &name, caller.and_then(|Extension(c)| c.uid))?;
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the body must be the component's bytes (agentd plugin install FILE.wasm, or curl -T FILE.wasm)",

@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::uri::Scheme;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
@@ -31,12 +31,39 @@ const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) struct Egress {
     plugin: Arc<str>,
     grant: Arc<PluginGrant>,
+    /// When a refusal was last logged, and how many were not since: a tool
+    /// retrying a refused host in a loop must not flood the journal.
+    last_logged: Option<Instant>,
+    unlogged: u64,
 }
+
+/// At most one refusal line per store this often (the rest are counted in
+/// the next line).
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 
 impl Egress {
     /// The hooks for `plugin`'s store, allowing what `grant` allows.
     pub(super) fn new(plugin: Arc<str>, grant: Arc<PluginGrant>) -> Self {
-        Egress { plugin, grant }
+        Egress {
+            plugin,
+            grant,
+            last_logged: None,
+            unlogged: 0,
+        }
+    }
+
+    fn log_refusal(&mut self, host: &str, port: u16) {
+        let now = Instant::now();
+        if self
+            .last_logged
+            .is_some_and(|t| now.duration_since(t) < REFUSAL_LOG_EVERY)
+        {
+            self.unlogged += 1;
+            return;
+        }
+        let also = std::mem::take(&mut self.unlogged);
+        self.last_logged = Some(now);
+        tracing::warn!(plugin = %self.plugin, host = %host, port, refused_since_last_line = also, "plugin HTTP request refused: not in its allow_hosts");
     }
 }
 
@@ -64,7 +91,7 @@ impl WasiHttpHooks for Egress {
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         if !self.grant.allow_hosts.allows(&host, port) {
             let message = denial_message(&self.plugin, &host, port, &self.grant.allow_hosts);
-            tracing::warn!(plugin = %self.plugin, host = %host, port, "plugin HTTP request refused: not in its allow_hosts");
+            self.log_refusal(&host, port);
             return Box::new(async move { Err(HttpError::InternalError(Some(message))) });
         }
         tracing::debug!(plugin = %self.plugin, host = %host, port, method = %request.method(), "plugin HTTP request");

@@ -56,6 +56,25 @@ impl Grants {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.by_plugin.keys().map(String::as_str)
     }
+
+    /// Whether every `memory_limit` fits in `pool_max`, the per-instance
+    /// memory the running engine's pool was sized for: a SIGHUP can bring a
+    /// larger `[plugins] memory_limit` than the pool has, which only a
+    /// restart applies.
+    pub fn check_memory_limits(&self, pool_max: u64) -> Result<(), String> {
+        match self
+            .by_plugin
+            .iter()
+            .find(|(_, g)| g.memory_limit.is_some_and(|m| m > pool_max))
+        {
+            None => Ok(()),
+            Some((name, g)) => Err(format!(
+                "[plugins.{name}] memory_limit ({}) is more than the running daemon's [plugins] memory_limit ({}), which sizes its instance pool until a restart",
+                super::settings::show_bytes(g.memory_limit.unwrap_or(0)),
+                super::settings::show_bytes(pool_max)
+            )),
+        }
+    }
 }
 
 /// `[plugins.<name>]`: what one plugin may use beyond its own memory.
@@ -140,8 +159,8 @@ pub struct GrantView {
     pub timeout_secs: Option<f64>,
 }
 
-/// A secret's value. Its `Debug` and `Display` say `<redacted>`, so a
-/// grant can be logged or put in an error without leaking it.
+/// A secret's value. Its `Debug` says `<redacted>` and it has no
+/// `Display`, so a grant can be logged without leaking it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 

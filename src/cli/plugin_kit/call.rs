@@ -21,17 +21,22 @@ use crate::plugin::{EngineLimits, Grants, LoadedPlugin, PluginHost, ToolPlugin};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, Sandbox, SandboxProvider};
 
-/// The configuration file as `serve` and `run --local` find it.
+/// The configuration file as `serve` and `run --local` find it (without
+/// the secrets: `check` needs none).
 pub(super) fn load_config(path: Option<&Path>) -> Result<Config, i32> {
     let path = path.map(Path::to_path_buf).or_else(default_config_path);
     Config::load(path.as_deref()).map_err(usage)
 }
 
 pub async fn run(args: &CallArgs) -> i32 {
-    let config = match load_config(args.config.as_deref()) {
+    let mut config = match load_config(args.config.as_deref()) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // The tool gets its grants, secrets included, as in a run.
+    if let Err(e) = config.read_secrets() {
+        return usage(e);
+    }
     if let Err(e) =
         serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&args.arguments)
     {

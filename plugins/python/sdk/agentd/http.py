@@ -129,6 +129,9 @@ def request(
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    # What messages name: no user, no query (either may hold a key), since
+    # a message can end up in a tool result, the history and the API.
+    shown = f"{scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path or '/'}"
 
     fields = [(k.lower(), v.encode("latin-1")) for k, v in (headers or {}).items()]
     try:
@@ -149,18 +152,18 @@ def request(
     try:
         future = _handler.handle(req, options)
     except Err as e:
-        raise _http_error(e.value, url) from None
+        raise _http_error(e.value, shown) from None
 
     with future:
         if out_body is not None:
-            _send_body(out_body, data or b"", url)
+            _send_body(out_body, data or b"", shown)
         with future.subscribe() as ready:
             ready.block()
         got = future.get()
     if got is None:  # cannot happen after block(); be explicit anyway
-        raise HttpError(f"{url}: no response")
+        raise HttpError(f"{shown}: no response")
     if isinstance(got, Err):
-        raise HttpError(f"{url}: the response was already taken")
+        raise HttpError(f"{shown}: the response was already taken")
     inner = got.value
     if isinstance(inner, Err):
         raise _http_error(inner.value, url)
@@ -171,8 +174,8 @@ def request(
         try:
             incoming = response.consume()
         except Err:
-            raise HttpError(f"{url}: the response body was already taken") from None
-        content, truncated = _read_body(incoming, max_bytes, url)
+            raise HttpError(f"{shown}: the response body was already taken") from None
+        content, truncated = _read_body(incoming, max_bytes, shown)
     return Response(status=status, headers=_headers(entries), body=content, truncated=truncated)
 
 

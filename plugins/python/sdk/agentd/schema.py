@@ -39,6 +39,9 @@ class Param:
     required: bool
     default: Any
     schema: dict
+    # An Optional parameter without a default is not required of the model,
+    # but Python still needs a value for it: None when the model leaves it out.
+    has_default: bool = True
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class Described:
             if p.name not in value:
                 if p.required:
                     raise InvalidInput(f"missing required argument '{p.name}'")
+                if not p.has_default:
+                    kwargs[p.name] = None
                 continue
             kwargs[p.name] = convert_value(value[p.name], p.annotation, p.name)
         return kwargs
@@ -133,6 +138,7 @@ def describe(func: Callable[..., Any]) -> Described:
                 required=is_required,
                 default=default,
                 schema=schema,
+                has_default=has_default,
             )
         )
     parameters: dict[str, Any] = {"type": "object", "properties": properties}

@@ -144,6 +144,15 @@ class RefusedSignatures(unittest.TestCase):
 
 
 class Docstrings(unittest.TestCase):
+    def test_an_optional_parameter_without_a_default_gets_none(self):
+        def f(x: Optional[int], y: str = "d") -> str:
+            return f"{x}-{y}"
+
+        d = describe(f)
+        self.assertNotIn("required", d.parameters)
+        self.assertEqual(f(**d.convert("{}")), "None-d")
+        self.assertEqual(f(**d.convert('{"x": 3}')), "3-d")
+
     def test_no_args_section(self):
         self.assertEqual(parse_docstring("One line."), ("One line.", {}))
 
