@@ -67,9 +67,9 @@ fn cargo(project: &Path, args: &[&str]) {
     );
 }
 
-/// `agentd plugin new`, then the project's build and its native tests;
-/// returns the project folder (kept alive by `parent`) and the component.
-fn new_rust_project(parent: &Path, kind: &str, name: &str) -> (PathBuf, PathBuf) {
+/// `agentd plugin new --kind KIND --lang LANG NAME` into `parent/NAME`,
+/// which must be outside the repository; returns the project folder.
+fn plugin_new(parent: &Path, kind: &str, lang: &str, name: &str) -> PathBuf {
     let project = parent.join(name);
     let out = agentd(&[
         "plugin",
@@ -77,7 +77,7 @@ fn new_rust_project(parent: &Path, kind: &str, name: &str) -> (PathBuf, PathBuf)
         "--kind",
         kind,
         "--lang",
-        "rust",
+        lang,
         name,
         project.to_str().expect("utf-8 path"),
     ]);
@@ -86,6 +86,13 @@ fn new_rust_project(parent: &Path, kind: &str, name: &str) -> (PathBuf, PathBuf)
         !project.starts_with(common::repo_root()),
         "the project must be outside the repository"
     );
+    project
+}
+
+/// `agentd plugin new`, then the project's build and its native tests;
+/// returns the project folder (kept alive by `parent`) and the component.
+fn new_rust_project(parent: &Path, kind: &str, name: &str) -> (PathBuf, PathBuf) {
+    let project = plugin_new(parent, kind, "rust", name);
     build_rust_project(&project, name)
 }
 
@@ -563,18 +570,7 @@ fn componentize_py() -> String {
 /// `agentd plugin new --lang python`, its native tests (`make test`) and
 /// its build (`./build.sh`); returns the component.
 fn new_python_project(parent: &Path, kind: &str, name: &str, cpy: &str) -> PathBuf {
-    let project = parent.join(name);
-    let out = agentd(&[
-        "plugin",
-        "new",
-        "--kind",
-        kind,
-        "--lang",
-        "python",
-        name,
-        project.to_str().expect("utf-8"),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    let project = plugin_new(parent, kind, "python", name);
     let tests = Command::new("make")
         .arg("test")
         .current_dir(&project)
