@@ -189,12 +189,11 @@ pub async fn remove(
     let _one_at_a_time = d.installs.lock().await;
     let dir = d.generation().config.daemon.plugins_dir.clone();
     let matching: Vec<PluginStatus> = d
-        .plugins
-        .statuses()
+        .plugin_statuses()
         .into_iter()
         .filter(|s| s.name == name)
         .collect();
-    let mut status = match matching.as_slice() {
+    let status = match matching.as_slice() {
         [] => {
             return Err(ApiError::not_found(format!(
                 "no plugin `{name}` in the plugins folder {}",
@@ -213,7 +212,6 @@ pub async fn remove(
             )));
         }
     };
-    status.grants = d.generation().runtime.grants.of(&status.name).public();
     let file = status.file.clone();
     let dir_r = dir.clone();
     let removed = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
@@ -257,9 +255,7 @@ fn check_name(name: &str) -> Result<(), ApiError> {
 /// The status record of `file` as `GET /v1/plugins` shows it: with what the
 /// running configuration grants the plugin (secrets by name only).
 fn status_of(d: &Daemon, file: &Path) -> Option<PluginStatus> {
-    let mut status = d.plugins.statuses().into_iter().find(|s| s.file == file)?;
-    status.grants = d.generation().runtime.grants.of(&status.name).public();
-    Some(status)
+    d.plugin_statuses().into_iter().find(|s| s.file == file)
 }
 
 /// Temp file in `dir`, fsync, mode 0644, rename over `target`, fsync `dir`.

@@ -167,12 +167,7 @@ async fn agents(State(d): Shared) -> Json<AgentList> {
 /// loaded, and for a file that failed, which version still serves.
 /// Every plugin file with what the running configuration grants it.
 async fn plugins(State(d): Shared) -> Json<serde_json::Value> {
-    let grants = d.generation().runtime.grants.clone();
-    let mut statuses = d.plugins.statuses();
-    for s in &mut statuses {
-        s.grants = grants.of(&s.name).public();
-    }
-    Json(serde_json::json!({ "plugins": statuses }))
+    Json(serde_json::json!({ "plugins": d.plugin_statuses() }))
 }
 
 /// Rescans the plugins folder now instead of waiting for the watcher.

@@ -167,6 +167,18 @@ impl Daemon {
         }
     }
 
+    /// Every plugin file's record with what the running configuration
+    /// grants it (secrets by name only): `GET /v1/plugins`, and the answers
+    /// of the install and remove routes.
+    pub fn plugin_statuses(&self) -> Vec<crate::plugin::PluginStatus> {
+        let grants = self.generation().runtime.grants.clone();
+        let mut statuses = self.plugins.statuses();
+        for s in &mut statuses {
+            s.grants = grants.of(&s.name).public();
+        }
+        statuses
+    }
+
     pub fn generation(&self) -> Arc<Generation> {
         self.generation.read_unpoisoned().clone()
     }

@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Grants {
     by_plugin: BTreeMap<String, Arc<PluginGrant>>,
+    /// What a plugin without an entry gets, shared: [`Grants::of`] is on
+    /// every tool call's path.
+    none: Arc<PluginGrant>,
 }
 
 impl Grants {
@@ -35,15 +38,13 @@ impl Grants {
                 .into_iter()
                 .map(|(name, grant)| (name, Arc::new(grant)))
                 .collect(),
+            none: Arc::default(),
         }
     }
 
     /// What `plugin` was granted; the empty grant when it has no entry.
     pub fn of(&self, plugin: &str) -> Arc<PluginGrant> {
-        self.by_plugin
-            .get(plugin)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(PluginGrant::default()))
+        self.by_plugin.get(plugin).unwrap_or(&self.none).clone()
     }
 
     /// Whether `plugin` has an entry of its own.
@@ -100,6 +101,13 @@ pub struct PluginGrant {
 }
 
 impl PluginGrant {
+    /// The bytes one instance may hold: its own `memory_limit`, else
+    /// `default` (`[plugins] memory_limit` as the plugin was loaded with).
+    pub fn memory_limit_or(&self, default: usize) -> usize {
+        self.memory_limit
+            .map_or(default, |m| usize::try_from(m).unwrap_or(usize::MAX))
+    }
+
     /// The environment its WASI context is given: `env`, then `secrets`
     /// (a name in both takes the secret; `config` refuses that anyway).
     pub fn environment(&self) -> Vec<(String, String)> {

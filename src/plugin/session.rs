@@ -101,9 +101,7 @@ impl StrategySession {
         let name: Arc<str> = strategy.meta.name.as_str().into();
         let clock = StepClock::new();
         let grant = grants.of(&name);
-        let memory_limit = grant.memory_limit.map_or(strategy.memory_limit, |m| {
-            usize::try_from(m).unwrap_or(usize::MAX)
-        });
+        let memory_limit = grant.memory_limit_or(strategy.memory_limit);
         let tools = ToolBox::new(tools, sandbox, clock.clone(), grants);
         let mut store = new_store(
             strategy.pre.engine(),

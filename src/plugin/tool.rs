@@ -224,9 +224,7 @@ impl ToolBox {
         };
         let grant = self.grants.of(name);
         if !self.live.contains_key(name) {
-            let memory_limit = grant.memory_limit.map_or(plugin.memory_limit, |m| {
-                usize::try_from(m).unwrap_or(usize::MAX)
-            });
+            let memory_limit = grant.memory_limit_or(plugin.memory_limit);
             let mut store = new_store(
                 plugin.pre.engine(),
                 ToolState::new(
