@@ -22,7 +22,20 @@ pub struct FileConfig {
     #[serde(default)]
     pub plugins: PluginsKeys,
     #[serde(default)]
+    pub mcp_server: McpServerKeys,
+    #[serde(default)]
     pub agents: BTreeMap<String, AgentKeys>,
+}
+
+/// `[mcp_server]`: agentd as an MCP server at `/mcp` on its socket.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerKeys {
+    pub enabled: Option<bool>,
+    /// Offer the loaded tool plugins as MCP tools too.
+    pub expose_tools: Option<bool>,
+    /// Seconds an MCP session's sandbox may go without a tool call.
+    pub idle_timeout: Option<f64>,
 }
 
 /// `[plugins]`: what one plugin instance may take from the host, where

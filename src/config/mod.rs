@@ -22,10 +22,11 @@ pub use paths::{client_socket_path, default_config_path, default_socket_path, SY
 use crate::agent::settings::{MESSAGE_FRAMING_BYTES, MIN_TOOL_RESULT_BYTES};
 use crate::agent::{AgentConfig, RunLimits};
 use crate::daemon::settings::{
-    DaemonConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_HISTORY_DAYS,
-    DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_USER,
-    DEFAULT_MAX_PLUGIN_BYTES, DEFAULT_MAX_QUEUED_RUNS, DEFAULT_MAX_QUEUED_RUNS_PER_USER,
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
+    DaemonConfig, McpServerConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_USER, DEFAULT_MAX_PLUGIN_BYTES, DEFAULT_MAX_QUEUED_RUNS,
+    DEFAULT_MAX_QUEUED_RUNS_PER_USER, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MCP_IDLE_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STEP_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::{Grants, PluginSettings};
@@ -56,6 +57,8 @@ pub struct Config {
     pub source: Option<PathBuf>,
     pub llm: LlmConfig,
     pub daemon: DaemonConfig,
+    /// `[mcp_server]`, read at start-up.
+    pub mcp_server: McpServerConfig,
     pub sandbox: SandboxConfig,
     /// `[plugins]`, read at start-up (the engine's pool is sized from it).
     pub plugins: PluginSettings,
@@ -293,6 +296,18 @@ impl Config {
             )?,
             follow_symlinks: f.daemon.follow_symlinks.unwrap_or(false),
         };
+        let mcp_server = McpServerConfig {
+            enabled: f.mcp_server.enabled.unwrap_or(true),
+            expose_tools: f.mcp_server.expose_tools.unwrap_or(false),
+            idle_timeout: match f.mcp_server.idle_timeout {
+                None => DEFAULT_MCP_IDLE_TIMEOUT,
+                Some(t) => seconds(t).ok_or_else(|| {
+                    invalid(format!(
+                        "[mcp_server] idle_timeout must be a positive number of seconds, not {t}"
+                    ))
+                })?,
+            },
+        };
         let s = &f.sandbox;
         let sandbox = SandboxConfig {
             image: s.image.clone().unwrap_or(d.image),
@@ -386,6 +401,7 @@ impl Config {
             source: file.map(Path::to_path_buf),
             llm,
             daemon,
+            mcp_server,
             sandbox,
             plugins,
             plugin_grants,

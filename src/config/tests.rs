@@ -680,3 +680,26 @@ fn secrets_are_read_only_when_asked_so_clients_never_touch_them() {
         "{e}"
     );
 }
+
+#[test]
+fn mcp_server_keys_have_defaults_and_refuse_typos_and_nonsense() {
+    let d = Config::defaults().mcp_server;
+    assert!(d.enabled, "served by default: same socket, same peer check");
+    assert!(!d.expose_tools, "tool plugins are not offered unless asked");
+    assert_eq!(d.idle_timeout, Duration::from_secs(600));
+    let c = parse("[mcp_server]\nenabled = false\nexpose_tools = true\nidle_timeout = 1.5\n")
+        .expect("valid");
+    assert!(!c.mcp_server.enabled);
+    assert!(c.mcp_server.expose_tools);
+    assert_eq!(c.mcp_server.idle_timeout, Duration::from_millis(1500));
+    let msg = parse("[llm]\nmodel = \"m\"\n\n[mcp_server]\nexpose_tool = true\n")
+        .expect_err("typo")
+        .to_string();
+    assert!(msg.starts_with("/etc/agentd/agentd.toml:5"), "{msg}");
+    assert!(msg.contains("expose_tool"), "{msg}");
+    let msg = parse("[mcp_server]\n\nidle_timeout = 0\n")
+        .expect_err("zero")
+        .to_string();
+    assert!(msg.starts_with("/etc/agentd/agentd.toml:3"), "{msg}");
+    assert!(msg.contains("[mcp_server] idle_timeout"), "{msg}");
+}

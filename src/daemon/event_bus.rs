@@ -53,6 +53,13 @@ impl EventBus {
         self.newest.send_replace(seq);
     }
 
+    /// Wakes on every event published from now on (its value is the
+    /// newest seq): for watchers inside the daemon that only need to know
+    /// that something happened, not to read the lines.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.newest.subscribe()
+    }
+
     fn after(&self, seq: u64) -> Vec<(u64, Bytes)> {
         let lines = self.lines.lock_unpoisoned();
         lines.iter().filter(|(s, _)| *s > seq).cloned().collect()

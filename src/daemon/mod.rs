@@ -11,11 +11,13 @@ mod event_bus;
 mod event_log;
 pub mod history;
 mod listener;
+mod mcp_server;
 mod paging;
 mod peer;
 mod plugin_events;
 mod plugin_install;
 mod routes;
+mod run_api;
 mod runs;
 mod server;
 pub mod settings;
@@ -164,7 +166,11 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     daemon.warn_missing_plugins();
     let _watcher = watch_plugins(plugins_dir, &daemon);
 
-    let app = routes::router(daemon.clone(), body_limits, plugin_body_limits);
+    // Cancelled at shutdown once the runs have ended, so MCP sessions
+    // (and their sandboxes) close before the last reap.
+    let mcp_stop = tokio_util::sync::CancellationToken::new();
+    let mcp = mcp_server::service(&daemon, mcp_stop.clone());
+    let app = routes::router(daemon.clone(), body_limits, plugin_body_limits, mcp);
     let stop = tokio_util::sync::CancellationToken::new();
     let server = tokio::spawn(server::serve(
         bound.listener,
@@ -184,6 +190,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     systemd::stopping();
     info!(grace = ?grace, "shutting down");
     daemon.runs.shut_down(grace).await;
+    mcp_stop.cancel();
     if let Some(docker) = &docker {
         // Every run has removed its own sandbox; this catches a container
         // whose removal failed, so none outlives the daemon.
@@ -372,10 +379,12 @@ fn reload(daemon: &Daemon) {
             if config.sandbox != old.config.sandbox
                 || config.daemon != old.config.daemon
                 || config.plugins != old.config.plugins
+                || config.mcp_server != old.config.mcp_server
             {
-                warn!("SIGHUP: changes to [daemon], [sandbox] and [plugins] memory_limit take effect at the next restart; agents, [llm] and the grants of [plugins.<name>] are reloaded now");
+                warn!("SIGHUP: changes to [daemon], [sandbox], [mcp_server] and [plugins] memory_limit take effect at the next restart; agents, [llm] and the grants of [plugins.<name>] are reloaded now");
             }
             config.daemon = old.config.daemon.clone();
+            config.mcp_server = old.config.mcp_server.clone();
             config.sandbox = old.config.sandbox.clone();
             config.plugins = old.config.plugins;
             if let Err(e) = config

@@ -19,14 +19,15 @@ use serde::Deserialize;
 use super::body::{self, BodyLimits};
 use super::error::ApiError;
 use super::event_log;
+use super::mcp_server::McpService;
 use super::paging::PageRequest;
 use super::peer::Caller;
 use super::plugin_install;
-use super::runs::{CancelError, CreateError};
+use super::run_api::{self, CancelRunError, FindError, StartError};
+use super::runs::CreateError;
 use super::state::{AgentLookupError, Daemon};
-use crate::agent::settings::resolve;
 use crate::api::{
-    AgentList, AgentView, CacheStatus, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
+    AgentList, CacheStatus, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
 };
 
 type Shared = State<Arc<Daemon>>;
@@ -35,8 +36,14 @@ type Shared = State<Arc<Daemon>>;
 /// `max_request_bytes` and `body_timeout`, so a handler's extractor only
 /// ever reads from memory. A plugin upload (`PUT /v1/plugins/{name}`) is a
 /// component, tens of megabytes for Python: its route has its own limits,
-/// `plugin_limits` (`max_plugin_bytes`), layered on it alone.
-pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits, plugin_limits: BodyLimits) -> Router {
+/// `plugin_limits` (`max_plugin_bytes`), layered on it alone. `mcp` is the
+/// MCP server (`[mcp_server]`), at `/mcp` under the same body limits.
+pub fn router(
+    daemon: Arc<Daemon>,
+    body_limits: BodyLimits,
+    plugin_limits: BodyLimits,
+    mcp: Option<McpService>,
+) -> Router {
     let install = Router::new()
         .route(
             "/v1/plugins/{name}",
@@ -47,8 +54,11 @@ pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits, plugin_limits: BodyL
             plugin_limits,
             body::buffered,
         ));
-    Router::new()
-        .route("/v1/status", get(status))
+    let mut api = Router::new();
+    if let Some(mcp) = mcp {
+        api = api.route_service("/mcp", mcp);
+    }
+    api.route("/v1/status", get(status))
         .route("/v1/agents", get(agents))
         .route("/v1/plugins", get(plugins))
         .route("/v1/plugins/reload", post(reload_plugins))
@@ -133,34 +143,7 @@ async fn status(State(d): Shared) -> Json<Status> {
 }
 
 async fn agents(State(d): Shared) -> Json<AgentList> {
-    let generation = d.generation();
-    let mut missing: std::collections::HashMap<_, _> =
-        d.agents_missing_plugins().into_iter().collect();
-    let plugins = d.plugins.snapshot();
-    let agents = generation
-        .config
-        .agents
-        .values()
-        .map(|a| {
-            // What a run started now would use: the same layering, over
-            // the strategy version serving now.
-            let strategy = plugins.strategy(&a.strategy);
-            let (settings, sources) = resolve(a, strategy.as_ref().map(|s| &s.defaults));
-            AgentView {
-                name: a.name.clone(),
-                strategy: a.strategy.clone(),
-                tools: a.tools.clone(),
-                max_steps: Some(settings.max_steps),
-                max_steps_source: sources.max_steps,
-                system_prompt: settings.system_prompt,
-                system_prompt_source: sources.system_prompt,
-                next_step_prompt: settings.next_step_prompt,
-                next_step_prompt_source: sources.next_step_prompt,
-                missing_plugins: missing.remove(&a.name).unwrap_or_default(),
-            }
-        })
-        .collect();
-    Json(AgentList { agents })
+    Json(d.agent_list())
 }
 
 /// One row per file in the plugins folder: what it holds, whether it
@@ -230,37 +213,40 @@ async fn create_run(
             "the body must be JSON {{\"agent\": \"...\", \"request\": \"...\"}}: {e}"
         ))
     })?;
-    if create.request.trim().is_empty() {
-        return Err(ApiError::bad_request("`request` must not be empty"));
-    }
-    if !d.runs.accepting() {
-        return Err(ApiError::shutting_down());
-    }
-    let agent = d.generation().agent(&create.agent).map_err(|e| match e {
-        AgentLookupError::Unknown { .. } => {
-            ApiError::new(StatusCode::NOT_FOUND, "unknown_agent", e.to_string())
-        }
-        AgentLookupError::Unusable { .. } => ApiError::bad_request(e.to_string()),
-    })?;
-    // In a task of its own: if the client hangs up while the row commits,
-    // hyper drops this handler, and a run already registered must still be
-    // started (or forgotten), never left in memory with nothing driving it.
-    let runs = d.runs.clone();
-    let created = tokio::spawn(async move { runs.create(agent, create.request, uid).await })
-        .await
-        .map_err(|e| ApiError::internal(format!("creating the run failed: {e}")))?;
-    match created {
+    match run_api::start_run(&d, &create.agent, create.request, uid).await {
         Ok(view) => Ok((StatusCode::CREATED, Json(view)).into_response()),
-        Err(CreateError::ShuttingDown) => Err(ApiError::shutting_down()),
-        Err(e @ (CreateError::QueueFull { .. } | CreateError::UserQueueFull { .. })) => {
+        Err(e) => Ok(start_error(e)),
+    }
+}
+
+/// A refused run as the API words it.
+fn start_error(e: StartError) -> Response {
+    match e {
+        StartError::EmptyRequest => ApiError::bad_request(e.to_string()).into_response(),
+        StartError::ShuttingDown => ApiError::shutting_down().into_response(),
+        StartError::Agent(AgentLookupError::Unknown { .. }) => {
+            ApiError::new(StatusCode::NOT_FOUND, "unknown_agent", e.to_string()).into_response()
+        }
+        StartError::Agent(AgentLookupError::Unusable { .. }) => {
+            ApiError::bad_request(e.to_string()).into_response()
+        }
+        StartError::Create(
+            e @ (CreateError::QueueFull { .. } | CreateError::UserQueueFull { .. }),
+        ) => {
             tracing::warn!(error = %e, "refused a run: the queue is full");
-            Ok((
+            (
                 [(header::RETRY_AFTER, QUEUE_FULL_RETRY_AFTER)],
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", e.to_string()),
             )
-                .into_response())
+                .into_response()
         }
-        Err(e @ CreateError::HistoryUnavailable(_)) => Err(ApiError::history_unavailable(e)),
+        StartError::Create(e @ CreateError::HistoryUnavailable(_)) => {
+            ApiError::history_unavailable(e).into_response()
+        }
+        StartError::Create(CreateError::ShuttingDown) => ApiError::shutting_down().into_response(),
+        StartError::Internal(e) => {
+            ApiError::internal(format!("creating the run failed: {e}")).into_response()
+        }
     }
 }
 
@@ -296,14 +282,10 @@ async fn list_runs(
 }
 
 async fn find_run(d: &Daemon, id: &str, page: PageRequest) -> Result<RunView, ApiError> {
-    if let Some(live) = d.runs.get(id) {
-        return Ok(live.view(page));
-    }
-    d.history
-        .get_page(id, page)
-        .await
-        .map_err(ApiError::internal)?
-        .ok_or_else(|| ApiError::not_found(format!("no run `{id}`")))
+    run_api::find_run(d, id, page).await.map_err(|e| match e {
+        FindError::NotFound(_) => ApiError::not_found(e.to_string()),
+        FindError::History(e) => ApiError::internal(e),
+    })
 }
 
 #[derive(Deserialize)]
@@ -376,18 +358,10 @@ async fn cancel_run(
     State(d): Shared,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    match d.runs.cancel(&id) {
-        Some(Ok(view)) => Ok((StatusCode::ACCEPTED, Json(view))),
-        Some(Err(e @ CancelError::Ended { .. })) => Err(ApiError::conflict(e.to_string())),
-        None => match d.history.summary(&id).await.map_err(ApiError::internal)? {
-            Some(summary) => Err(ApiError::conflict(format!(
-                "run `{id}` already ended ({})",
-                summary
-                    .outcome
-                    .map(|o| o.to_string())
-                    .unwrap_or_else(|| "unknown".into())
-            ))),
-            None => Err(ApiError::not_found(format!("no run `{id}`"))),
-        },
+    match run_api::cancel_run(&d, &id).await {
+        Ok(view) => Ok((StatusCode::ACCEPTED, Json(view))),
+        Err(e @ CancelRunError::Ended(_)) => Err(ApiError::conflict(e.to_string())),
+        Err(e @ CancelRunError::NotFound(_)) => Err(ApiError::not_found(e.to_string())),
+        Err(CancelRunError::History(e)) => Err(ApiError::internal(e)),
     }
 }

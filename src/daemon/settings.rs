@@ -88,3 +88,35 @@ pub struct DaemonConfig {
     /// daemon runs, outside the folder whose permissions are checked.
     pub follow_symlinks: bool,
 }
+
+/// How long an MCP session's sandbox may sit unused before it is removed
+/// (the next tool call makes a new one): ten minutes keeps a conversation's
+/// files between a person's questions without keeping a container per idle
+/// IDE window all day.
+pub const DEFAULT_MCP_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// `[mcp_server]`: agentd as an MCP server at `/mcp` on its socket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    /// Whether `/mcp` is served at all (default true: it is behind the same
+    /// socket and peer check as the `/v1` API, so it grants nothing new).
+    pub enabled: bool,
+    /// Whether the loaded tool plugins are offered as MCP tools too, each
+    /// call in a sandbox of the MCP session (default false: a client then
+    /// runs commands without an agent in between).
+    pub expose_tools: bool,
+    /// An MCP session's sandbox is removed after this long without a tool
+    /// call; the session itself after this long without any message (but
+    /// never while a call it made is running).
+    pub idle_timeout: Duration,
+}
+
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        McpServerConfig {
+            enabled: true,
+            expose_tools: false,
+            idle_timeout: DEFAULT_MCP_IDLE_TIMEOUT,
+        }
+    }
+}

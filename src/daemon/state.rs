@@ -14,7 +14,9 @@ use super::event_bus::EventBus;
 use super::history::History;
 use super::peer::AccessPolicy;
 use super::runs::RunManager;
+use crate::agent::settings::resolve;
 use crate::agent::{Agent, Runtime};
+use crate::api::{AgentList, AgentView};
 use crate::config::Config;
 use crate::llm::LlmClient;
 use crate::plugin::PluginHost;
@@ -229,6 +231,38 @@ impl Daemon {
             }
         }
         *reported = now;
+    }
+
+    /// Every agent as a run started now would see it: the same layering
+    /// of settings over the strategy version serving now, and the plugins
+    /// it names that are not loaded (`GET /v1/agents`, MCP `list_agents`).
+    pub fn agent_list(&self) -> AgentList {
+        let generation = self.generation();
+        let mut missing: std::collections::HashMap<_, _> =
+            self.agents_missing_plugins().into_iter().collect();
+        let plugins = self.plugins.snapshot();
+        let agents = generation
+            .config
+            .agents
+            .values()
+            .map(|a| {
+                let strategy = plugins.strategy(&a.strategy);
+                let (settings, sources) = resolve(a, strategy.as_ref().map(|s| &s.defaults));
+                AgentView {
+                    name: a.name.clone(),
+                    strategy: a.strategy.clone(),
+                    tools: a.tools.clone(),
+                    max_steps: Some(settings.max_steps),
+                    max_steps_source: sources.max_steps,
+                    system_prompt: settings.system_prompt,
+                    system_prompt_source: sources.system_prompt,
+                    next_step_prompt: settings.next_step_prompt,
+                    next_step_prompt_source: sources.next_step_prompt,
+                    missing_plugins: missing.remove(&a.name).unwrap_or_default(),
+                }
+            })
+            .collect();
+        AgentList { agents }
     }
 
     pub fn uptime(&self) -> Duration {

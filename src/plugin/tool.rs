@@ -305,6 +305,51 @@ impl ToolBox {
     }
 }
 
+/// Why [`call_once`] produced no result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    /// The tool's own failure, as a run's model would see it.
+    #[error(transparent)]
+    Tool(#[from] ToolFailure),
+    /// It ran for longer than the deadline it was given, in plugin time.
+    #[error("the tool ran for more than [daemon] step_timeout ({} s) of plugin time and was stopped", .0.as_secs_f64())]
+    Deadline(Duration),
+}
+
+/// One call of `tool` outside any run, in a fresh instance acting on
+/// `sandbox` with what `grants` grants it; its plugin time (sandbox waits
+/// do not count, as in a step) bounded by its grant's `timeout`, else
+/// `step_timeout`. What `agentd plugin call` and the daemon's MCP server
+/// both do: neither has a step to count against. Dropping the future
+/// drops the call.
+pub async fn call_once(
+    tool: Arc<ToolPlugin>,
+    sandbox: Arc<dyn Sandbox>,
+    grants: Arc<Grants>,
+    arguments: &str,
+    step_timeout: Duration,
+) -> Result<String, CallFailure> {
+    let name: Arc<str> = tool.meta.name.as_str().into();
+    let deadline = grants.of(&name).timeout.unwrap_or(step_timeout);
+    let clock = StepClock::new();
+    clock.start(&name);
+    let mut tools = ToolBox::new(vec![tool], sandbox, clock.clone(), grants);
+    let invoke = tools.invoke(&name, arguments);
+    tokio::pin!(invoke);
+    loop {
+        let left = deadline.saturating_sub(clock.guest_time());
+        if left.is_zero() {
+            return Err(CallFailure::Deadline(deadline));
+        }
+        tokio::select! {
+            result = &mut invoke => return result.map_err(CallFailure::Tool),
+            // The clock may have been paused meanwhile (a sandbox wait):
+            // look again at how much plugin time is left.
+            _ = tokio::time::sleep(left) => {}
+        }
+    }
+}
+
 /// Runs `call` until it has taken `limit` of plugin time on `clock` (time
 /// paused in sandbox waits does not count, as for the step deadline);
 /// `None` when it took longer, and the call is dropped.

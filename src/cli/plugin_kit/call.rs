@@ -15,8 +15,7 @@ use super::{usage, CallArgs};
 use crate::cli::exit;
 use crate::config::{default_config_path, Config};
 use crate::plugin::bindings::types::ErrorCode;
-use crate::plugin::clock::StepClock;
-use crate::plugin::tool::{ToolBox, ToolFailure};
+use crate::plugin::tool::{call_once as call_tool_once, CallFailure, ToolFailure};
 use crate::plugin::{EngineLimits, Grants, LoadedPlugin, PluginHost, ToolPlugin};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, Sandbox, SandboxProvider};
@@ -69,11 +68,14 @@ pub async fn run(args: &CallArgs) -> i32 {
     // The tool gets what the configuration grants it, as in a run: its
     // hosts, environment, settings and limits (`[plugins.<name>]`).
     let grants = Arc::new(config.plugin_grants.clone());
-    let step_timeout = grants
-        .of(&name)
-        .timeout
-        .unwrap_or(config.daemon.step_timeout);
-    let outcome = call_once(tool, sandbox.clone(), grants, &args.arguments, step_timeout).await;
+    let outcome = call_once(
+        tool,
+        sandbox.clone(),
+        grants,
+        &args.arguments,
+        config.daemon.step_timeout,
+    )
+    .await;
     // Whatever happened: a container made for this call goes with it.
     sandbox.destroy().await;
     match outcome {
@@ -169,8 +171,9 @@ async fn find_tool(
     })
 }
 
-/// One `invoke`, its plugin time bounded by `step_timeout` (sandbox waits
-/// do not count, as in a run), and Ctrl-C heeded.
+/// One `invoke` (the plugin layer's [`call_tool_once`]: its plugin time bounded
+/// by `step_timeout`, sandbox waits not counted, as in a run), and Ctrl-C
+/// heeded.
 async fn call_once(
     tool: Arc<ToolPlugin>,
     sandbox: Arc<dyn Sandbox>,
@@ -178,33 +181,15 @@ async fn call_once(
     arguments: &str,
     step_timeout: Duration,
 ) -> Called {
-    let clock = StepClock::new();
-    let name: Arc<str> = tool.meta.name.as_str().into();
-    clock.start(&name);
-    let mut tools = ToolBox::new(vec![tool], sandbox, clock.clone(), grants);
-    let invoke = tools.invoke(&name, arguments);
-    tokio::pin!(invoke);
-    loop {
-        let left = step_timeout.saturating_sub(clock.guest_time());
-        if left.is_zero() {
-            return Called::Failed(format!(
-                "the tool ran for more than [daemon] step_timeout ({} s) of plugin time and was stopped",
-                step_timeout.as_secs_f64()
-            ));
-        }
-        tokio::select! {
-            result = &mut invoke => {
-                return match result {
-                    Ok(text) => Called::Result(text),
-                    Err(ToolFailure::Reported(e)) => Called::Failed(format!("{}: {}", code_name(e.code), e.message)),
-                    Err(other) => Called::Failed(other.to_string()),
-                };
+    tokio::select! {
+        result = call_tool_once(tool, sandbox, grants, arguments, step_timeout) => match result {
+            Ok(text) => Called::Result(text),
+            Err(CallFailure::Tool(ToolFailure::Reported(e))) => {
+                Called::Failed(format!("{}: {}", code_name(e.code), e.message))
             }
-            // The clock may have been paused meanwhile (a sandbox wait):
-            // look again at how much plugin time is left.
-            _ = tokio::time::sleep(left) => {}
-            _ = tokio::signal::ctrl_c() => return Called::Interrupted,
-        }
+            Err(other) => Called::Failed(other.to_string()),
+        },
+        _ = tokio::signal::ctrl_c() => Called::Interrupted,
     }
 }
 
