@@ -372,7 +372,6 @@ async fn the_stdio_bridge_speaks_newline_delimited_json_rpc() {
         !seen.iter().any(|m| m["method"] == "notifications/progress"),
         "progress without a token: {seen:?}"
     );
-    drop(send);
     drop(stdin);
     let status = tokio::time::timeout(PATIENCE, child.wait())
         .await
@@ -617,7 +616,7 @@ async fn mcp_containers(daemon_pid: i32) -> Vec<String> {
         .filter_map(|c| {
             let labels = c.labels?;
             let owner = labels.get("agentd.owner")?;
-            let pid = owner.rsplitn(4, ':').nth(2)?;
+            let pid = owner.rsplit(':').nth(2)?;
             let run = labels.get("agentd.run")?;
             (pid == daemon_pid.to_string() && run.starts_with("mcp-")).then(|| run.clone())
         })

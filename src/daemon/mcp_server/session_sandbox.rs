@@ -21,10 +21,13 @@ pub struct SessionSandbox {
     state: Mutex<State>,
 }
 
+/// A sandbox with the key it was made under.
+type Keyed = (String, Arc<dyn Sandbox>);
+
 #[derive(Default)]
 struct State {
-    /// The sandbox now, with the key it was made under.
-    live: Option<(String, Arc<dyn Sandbox>)>,
+    /// The sandbox now.
+    live: Option<Keyed>,
     /// How many sandboxes this session has had: each gets its own key, so
     /// a new one never meets the container of one still being removed.
     made: u32,
@@ -91,7 +94,7 @@ impl SessionSandbox {
     /// How long to wait before looking again, or `Err` with the sandbox,
     /// taken, once it has been idle for `idle_timeout` (`Err(None)`: there
     /// is none any more).
-    fn idle_wait(&self) -> Result<Duration, Option<(String, Arc<dyn Sandbox>)>> {
+    fn idle_wait(&self) -> Result<Duration, Option<Keyed>> {
         let mut st = self.state.lock_unpoisoned();
         if st.live.is_none() {
             return Err(None);
