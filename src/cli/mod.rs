@@ -7,6 +7,7 @@ mod follow;
 mod info;
 mod live;
 mod local_record;
+mod mcp;
 mod ndjson;
 mod out;
 mod plugin_kit;
@@ -63,6 +64,8 @@ pub enum Command {
     Plugin(plugin_kit::PluginArgs),
     /// Show the daemon's state.
     Status(JsonArgs),
+    /// The Model Context Protocol: the MCP servers agents use.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -211,6 +214,14 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Status(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 info::status(&c, args.json).await
+            })
+            .await
+        }
+        Command::Mcp(mcp::McpArgs {
+            command: mcp::McpCommand::List(args),
+        }) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                mcp::list(&c, args.json).await
             })
             .await
         }

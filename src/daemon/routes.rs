@@ -52,6 +52,7 @@ pub fn router(daemon: Arc<Daemon>, body_limits: BodyLimits, plugin_limits: BodyL
         .route("/v1/agents", get(agents))
         .route("/v1/plugins", get(plugins))
         .route("/v1/plugins/reload", post(reload_plugins))
+        .route("/v1/mcp", get(mcp_servers))
         .route("/v1/events", get(daemon_events))
         .route("/v1/runs", post(create_run).get(list_runs))
         .route("/v1/runs/{id}", get(get_run))
@@ -161,6 +162,11 @@ async fn agents(State(d): Shared) -> Json<AgentList> {
         })
         .collect();
     Json(AgentList { agents })
+}
+
+/// Every `[mcp.<server>]`: its state, process, tools and per-run instances.
+async fn mcp_servers(State(d): Shared) -> Json<crate::api::McpList> {
+    Json(super::mcp_status::list(&d.mcp))
 }
 
 /// One row per file in the plugins folder: what it holds, whether it
