@@ -55,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         sandboxes: Arc::new(NoSandbox::new("benchmark")),
         step_timeout: Duration::from_secs(60),
         limits: agentd::agent::RunLimits::default(),
+        tool_provider: Arc::new(agentd::agent::NoToolProvider),
         grants: Default::default(),
     });
     let llm = FakeLlm::start().await?;

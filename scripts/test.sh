@@ -25,5 +25,10 @@ echo "== docker engine and sandbox images"
 scripts/ensure-docker.sh
 scripts/build-images.sh --no-ensure
 
+echo "== third-party MCP servers"
+# server-everything (npm, Node installed if missing) and the Python MCP SDK,
+# pinned, for the MCP client tests and benchmark.
+scripts/ensure-mcp-servers.sh
+
 echo "== tests"
 cargo test --all-targets --no-fail-fast -- "$@"

@@ -420,6 +420,83 @@ pub struct PluginChangeInfo {
 /// loop and reaches the wire through [`EventLine`]'s `flatten`, so an edit
 /// there is an edit of the API: these snapshots make it fail here first.
 /// A change that breaks one of them needs `/v2`, not a new snapshot.
+/// `GET /v1/mcp`: every `[mcp.<server>]` of the running configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpList {
+    pub servers: Vec<McpServerView>,
+}
+
+/// Where an MCP server is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpState {
+    /// Its first start is under way.
+    Starting,
+    /// Initialized, its tools listed.
+    Ready,
+    /// It died or failed; a new attempt is under way.
+    Restarting,
+    /// Its last attempt failed (`error`); the next comes after `retry_in_ms`.
+    Failed,
+    /// `enabled = false`, or stopping with the daemon.
+    Stopped,
+    /// A `per_run` server: one process per run that uses it, none now.
+    Idle,
+    /// A `per_run` server with runs using it (`instances`).
+    PerRun,
+}
+
+/// One MCP server, without its environment values or headers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpServerView {
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// The command line or the URL.
+    pub target: String,
+    pub enabled: bool,
+    pub per_run: bool,
+    pub state: McpState,
+    /// Why the last attempt failed or the connection ended.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// A stdio server's process id (the shared one).
+    #[serde(default)]
+    pub pid: Option<u32>,
+    #[serde(default)]
+    pub restarts: u32,
+    #[serde(default)]
+    pub retry_in_ms: Option<u64>,
+    /// Its tools as last listed.
+    pub tools: Vec<McpToolView>,
+    /// The live servers of a `per_run` table, one per run.
+    #[serde(default)]
+    pub instances: Vec<McpInstance>,
+}
+
+/// One tool of an MCP server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpToolView {
+    /// Its name on the server.
+    pub name: String,
+    /// The name the model is shown.
+    pub model_name: String,
+    pub description: String,
+    /// Whether `[mcp.<server>] tools` lets agents use it.
+    pub allowed: bool,
+}
+
+/// One live server of a `per_run` table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpInstance {
+    pub run_id: String,
+    pub state: McpState,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 #[cfg(test)]
 mod wire_tests {
     use std::fmt::Debug;

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod llm;
+pub mod mcp;
 #[warn(missing_docs)]
 pub mod plugin;
 pub mod sandbox;

@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("sandbox", 1),
     ("plugin", 2),
     ("agent", 3),
+    ("mcp", 4),
     ("api", 4),
     ("testkit", 4),
     ("config", 5),

@@ -18,8 +18,10 @@ pub mod outcome;
 pub mod run;
 pub mod settings;
 pub mod stuck;
+pub mod tool_provider;
 
 pub use events::{EventSink, MessageSink, RunEvent};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use run::{Agent, AgentError, RunOptions, Runtime};
 pub use settings::{AgentConfig, RunLimits};
+pub use tool_provider::{NoToolProvider, ToolProvider, MCP_PREFIX};

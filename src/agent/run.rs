@@ -13,11 +13,12 @@ use super::counted_sandbox::CountedSandbox;
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::settings::{resolve, RunLimits, RunSettings};
+use super::tool_provider::ToolProvider;
 use crate::agent::AgentConfig;
 use crate::llm::LlmClient;
 use crate::plugin::session::{StepEnd, StrategySession};
 use crate::plugin::PluginHost;
-use crate::plugin::{Grants, StrategyPlugin, ToolPlugin};
+use crate::plugin::{Grants, RunTools, StrategyPlugin, ToolPlugin};
 use crate::sandbox::{Sandbox, SandboxProvider};
 use crate::sync::LockExt;
 
@@ -36,6 +37,8 @@ pub struct Runtime {
     /// The daemon's limits per run (`[daemon]`); an agent's own keys go
     /// over them when its run starts.
     pub limits: RunLimits,
+    /// The tools agents name that are not components (`mcp:` entries).
+    pub tool_provider: Arc<dyn ToolProvider>,
 }
 
 /// Why [`Agent::run`] refused to start; a run that starts always returns a
@@ -87,6 +90,9 @@ pub struct Agent {
 struct Resolved {
     strategy: Arc<StrategyPlugin>,
     tools: Vec<Arc<ToolPlugin>>,
+    /// The agent's `tools` entries the tool provider serves, opened when
+    /// the run starts.
+    hosted: Vec<String>,
     settings: RunSettings,
 }
 
@@ -174,8 +180,15 @@ impl Agent {
         opts: RunOptions,
         sandbox: Arc<dyn Sandbox>,
     ) -> RecordBuilder {
-        match self.resolve() {
-            Ok(resolved) => self.execute(run_id, request, opts, resolved, sandbox).await,
+        let resolved = match self.resolve() {
+            Ok(resolved) => self.open_hosted(&run_id, resolved, &opts.cancel).await,
+            Err(message) => Err(message),
+        };
+        match resolved {
+            Ok((resolved, hosted)) => {
+                self.execute(run_id, request, opts, resolved, hosted, sandbox)
+                    .await
+            }
             Err(message) => {
                 // The daemon's defaults: the strategy that would have given
                 // its own is not there.
@@ -183,7 +196,12 @@ impl Agent {
                 let ctx = Arc::new(self.context(&run_id, settings, &opts, Vec::new()));
                 // The request is still recorded: nothing the user sent is lost.
                 let _ = ctx.pin_request(request);
-                RecordBuilder::new(ctx, request).ended(Outcome::Error, Some(message))
+                let builder = RecordBuilder::new(ctx, request);
+                if opts.cancel.is_cancelled() {
+                    builder.ended(Outcome::Cancelled, None)
+                } else {
+                    builder.ended(Outcome::Error, Some(message))
+                }
             }
         }
     }
@@ -196,9 +214,14 @@ impl Agent {
                 self.config.strategy, self.config.name
             )
         })?;
-        let tools = self
+        let provider = &self.runtime.tool_provider;
+        let (hosted, components): (Vec<String>, Vec<String>) = self
             .config
             .tools
+            .iter()
+            .cloned()
+            .partition(|t| provider.serves(t));
+        let tools = components
             .iter()
             .map(|name| {
                 snapshot.tool(name).ok_or_else(|| {
@@ -213,8 +236,37 @@ impl Agent {
         Ok(Resolved {
             strategy,
             tools,
+            hosted,
             settings,
         })
+    }
+
+    /// Opens the run's host-served tools (an MCP server started for a
+    /// `per_run` one); a cancel while it waits ends the wait.
+    async fn open_hosted(
+        &self,
+        run_id: &str,
+        resolved: Resolved,
+        cancel: &CancellationToken,
+    ) -> Result<(Resolved, Vec<Arc<dyn crate::plugin::HostTool>>), String> {
+        if resolved.hosted.is_empty() {
+            return Ok((resolved, Vec::new()));
+        }
+        let opened = tokio::select! {
+            _ = cancel.cancelled() => return Err("cancelled while its MCP tools were being opened".into()),
+            r = self.runtime.tool_provider.open(run_id, &resolved.hosted) => r?,
+        };
+        if let Some(dup) = opened
+            .iter()
+            .find(|h| resolved.tools.iter().any(|t| t.spec.name == h.spec().name))
+        {
+            return Err(format!(
+                "agent `{}` has two tools named `{}`: a tool plugin and an MCP tool",
+                self.config.name,
+                dup.spec().name
+            ));
+        }
+        Ok((resolved, opened))
     }
 
     fn context(
@@ -241,16 +293,22 @@ impl Agent {
         request: &str,
         opts: RunOptions,
         resolved: Resolved,
+        hosted: Vec<Arc<dyn crate::plugin::HostTool>>,
         sandbox: Arc<dyn Sandbox>,
     ) -> RecordBuilder {
         let Resolved {
             strategy,
             tools,
             settings,
+            hosted: _,
         } = resolved;
+        let tools = RunTools {
+            plugins: tools,
+            hosted,
+        };
         let max_steps = settings.max_steps;
         let name = strategy.meta.name.clone();
-        let specs = tools.iter().map(|t| t.spec.clone()).collect();
+        let specs = tools.specs();
         let ctx = Arc::new(self.context(&run_id, settings, &opts, specs));
         let builder = RecordBuilder::new(ctx.clone(), request);
         ctx.emit(RunEvent::RunStarted {
@@ -340,7 +398,7 @@ async fn within_limits(
 async fn step_loop(
     ctx: Arc<RunContext>,
     strategy: Arc<StrategyPlugin>,
-    tools: Vec<Arc<ToolPlugin>>,
+    tools: RunTools,
     sandbox: Arc<dyn Sandbox>,
     grants: Arc<Grants>,
     step_timeout: Duration,

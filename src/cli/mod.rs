@@ -7,6 +7,7 @@ mod follow;
 mod info;
 mod live;
 mod local_record;
+mod mcp;
 mod mcp_serve;
 mod ndjson;
 mod out;
@@ -64,26 +65,8 @@ pub enum Command {
     Plugin(plugin_kit::PluginArgs),
     /// Show the daemon's state.
     Status(JsonArgs),
-    /// The Model Context Protocol: agentd as an MCP server.
-    Mcp {
-        #[command(subcommand)]
-        command: McpCommand,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum McpCommand {
-    /// Serve the daemon's MCP tools on stdin/stdout, for MCP clients that
-    /// start a command (Claude Desktop, IDEs, goose): a bridge to `/mcp` on
-    /// the daemon's socket.
-    Serve(McpServeArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct McpServeArgs {
-    /// Configuration file, read for `[daemon] socket`.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    /// The Model Context Protocol: the MCP servers agents use.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -229,12 +212,20 @@ pub async fn main(cli: Cli) -> i32 {
             })
             .await
         }
-        Command::Mcp {
-            command: McpCommand::Serve(args),
-        } => mcp_serve::run(socket.as_deref(), args.config.as_deref()).await,
+        Command::Mcp(mcp::McpArgs {
+            command: mcp::McpCommand::Serve(args),
+        }) => mcp_serve::run(socket.as_deref(), args.config.as_deref()).await,
         Command::Status(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 info::status(&c, args.json).await
+            })
+            .await
+        }
+        Command::Mcp(mcp::McpArgs {
+            command: mcp::McpCommand::List(args),
+        }) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                mcp::list(&c, args.json).await
             })
             .await
         }

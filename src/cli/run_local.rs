@@ -95,12 +95,22 @@ pub async fn run(args: RunArgs) -> i32 {
         }
         None => Arc::new(NoSandbox::new("the [sandbox] configuration is invalid")),
     };
+    // Only the MCP servers this agent names are started, for this one run.
+    let mut mcp = config.mcp.clone();
+    mcp.servers.retain(|name, _| {
+        agent_config
+            .tools
+            .iter()
+            .any(|t| crate::mcp::names::parse_entry(t).is_ok_and(|s| s.server == name.as_str()))
+    });
+    let mcp = crate::mcp::McpClients::start(mcp);
     let runtime = Arc::new(Runtime {
         plugins,
         sandboxes,
         step_timeout: config.daemon.step_timeout,
         grants: Arc::new(config.plugin_grants.clone()),
         limits: config.daemon.run_limits,
+        tool_provider: mcp.clone(),
     });
     let agent = Agent::new(agent_config, llm, runtime);
     let cancel = CancellationToken::new();
@@ -116,6 +126,8 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    drop(agent);
+    mcp.stop(std::time::Duration::from_secs(5)).await;
     // After the run, too: a container whose creation a cancel interrupted
     // is ours and no longer live.
     if let Some(p) = docker {

@@ -22,15 +22,54 @@ pub struct FileConfig {
     #[serde(default)]
     pub plugins: PluginsKeys,
     #[serde(default)]
-    pub mcp_server: McpServerKeys,
+    pub mcp_server: McpServeKeys,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentKeys>,
+    /// `[mcp.<server>]`, by server name.
+    #[serde(default)]
+    pub mcp: BTreeMap<String, McpServerKeys>,
+}
+
+/// `[mcp.<server>]`: one MCP server whose tools agents may use, reached
+/// either by starting `command` (stdio) or at `url` (Streamable HTTP).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerKeys {
+    /// stdio: the program to start.
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: its environment (nothing else of the daemon's but `PATH`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Secrets by name: a stdio server gets them in its environment; an
+    /// HTTP server's `headers` may use them as `${NAME}`.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// stdio: the folder it starts in.
+    pub cwd: Option<PathBuf>,
+    /// Streamable HTTP: the endpoint.
+    pub url: Option<String>,
+    /// Streamable HTTP: headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// `false` keeps the table but starts nothing.
+    pub enabled: Option<bool>,
+    /// Seconds one tool call may take.
+    pub timeout: Option<f64>,
+    /// Seconds starting the server may take.
+    pub start_timeout: Option<f64>,
+    /// The server's tools agents may use (all when absent).
+    pub tools: Option<Vec<String>>,
+    /// A fresh server for each run that uses it.
+    pub per_run: Option<bool>,
 }
 
 /// `[mcp_server]`: agentd as an MCP server at `/mcp` on its socket.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpServerKeys {
+pub struct McpServeKeys {
     pub enabled: Option<bool>,
     /// Offer the loaded tool plugins as MCP tools too.
     pub expose_tools: Option<bool>,

@@ -119,7 +119,7 @@ fn grant(
     })
 }
 
-fn is_env_name(s: &str) -> bool {
+pub(super) fn is_env_name(s: &str) -> bool {
     let mut chars = s.chars();
     chars
         .next()
@@ -127,7 +127,7 @@ fn is_env_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn secrets_file(keys: &PluginsKeys, config_dir: Option<&Path>) -> Option<PathBuf> {
+pub(super) fn secrets_file(keys: &PluginsKeys, config_dir: Option<&Path>) -> Option<PathBuf> {
     let path = keys
         .secrets_file
         .clone()
@@ -141,14 +141,14 @@ fn secrets_file(keys: &PluginsKeys, config_dir: Option<&Path>) -> Option<PathBuf
 
 /// Where secret values come from, the secrets file read (and checked) at
 /// most once per load.
-struct SecretStore {
+pub(super) struct SecretStore {
     credentials: Option<PathBuf>,
     file: Option<PathBuf>,
     parsed: Option<Result<BTreeMap<String, String>, String>>,
 }
 
 impl SecretStore {
-    fn new(file: Option<PathBuf>) -> Self {
+    pub(super) fn new(file: Option<PathBuf>) -> Self {
         SecretStore {
             credentials: std::env::var_os("CREDENTIALS_DIRECTORY")
                 .filter(|d| !d.is_empty())
@@ -160,7 +160,7 @@ impl SecretStore {
 
     /// `name`'s value: its systemd credential if there is one, else its
     /// line in the secrets file.
-    fn get(&mut self, name: &str) -> Result<Secret, String> {
+    pub(super) fn get(&mut self, name: &str) -> Result<Secret, String> {
         if let Some(dir) = &self.credentials {
             let path = dir.join(name);
             if path.exists() {

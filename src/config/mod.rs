@@ -8,6 +8,7 @@ mod bundled;
 mod file;
 mod grants;
 mod llm_overrides;
+mod mcp;
 mod paths;
 mod size;
 
@@ -68,6 +69,12 @@ pub struct Config {
     /// `[plugins]` as written, for [`Config::read_secrets`].
     plugin_keys: file::PluginsKeys,
     pub agents: BTreeMap<String, AgentConfig>,
+    /// `[mcp.<server>]`: the MCP servers whose tools agents may use;
+    /// reloaded on SIGHUP. Without secrets unless loaded with
+    /// [`Config::load_with_secrets`].
+    pub mcp: crate::mcp::McpSettings,
+    /// `[mcp.<server>]` as written, for [`Config::read_secrets`].
+    mcp_keys: BTreeMap<String, file::McpServerKeys>,
 }
 
 #[derive(Debug, Clone)]
@@ -132,14 +139,14 @@ impl Config {
     pub fn read_secrets(&mut self) -> Result<(), ConfigError> {
         let file = self.source.clone().unwrap_or_default();
         let dir = self.source.as_deref().and_then(Path::parent);
+        let invalid = |message| ConfigError::Invalid {
+            file: file.clone(),
+            line: None,
+            message,
+        };
         self.plugin_grants =
-            grants::build(&self.plugin_keys, &self.plugins, dir, true).map_err(|message| {
-                ConfigError::Invalid {
-                    file,
-                    line: None,
-                    message,
-                }
-            })?;
+            grants::build(&self.plugin_keys, &self.plugins, dir, true).map_err(invalid)?;
+        self.mcp = mcp::build(&self.mcp_keys, &self.plugin_keys, dir, true).map_err(invalid)?;
         Ok(())
     }
 
@@ -397,6 +404,7 @@ impl Config {
         }
         let plugin_grants =
             grants::build(&f.plugins, &plugins, config_dir, false).map_err(invalid)?;
+        let mcp = mcp::build(&f.mcp, &f.plugins, config_dir, false).map_err(invalid)?;
         Ok(Config {
             source: file.map(Path::to_path_buf),
             llm,
@@ -407,6 +415,8 @@ impl Config {
             plugin_grants,
             plugin_keys: f.plugins,
             agents,
+            mcp,
+            mcp_keys: f.mcp,
         })
     }
 

@@ -12,6 +12,7 @@ mod event_log;
 pub mod history;
 mod listener;
 mod mcp_server;
+mod mcp_status;
 mod paging;
 mod peer;
 mod plugin_events;
@@ -151,6 +152,9 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     };
     let grace = config.daemon.shutdown_grace;
     let history_days = config.daemon.history_days;
+    // Each server comes up in the background; a run that needs one still
+    // starting waits for it (at most its start_timeout).
+    let mcp = crate::mcp::McpClients::start(config.mcp.clone());
     let daemon = Arc::new(Daemon::new(DaemonParts {
         config,
         config_path,
@@ -162,6 +166,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         socket: bound.path.clone(),
         policy: AccessPolicy::new(group),
         bus: bus.clone(),
+        mcp,
     }));
     daemon.warn_missing_plugins();
     let _watcher = watch_plugins(plugins_dir, &daemon);
@@ -190,6 +195,9 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     systemd::stopping();
     info!(grace = ?grace, "shutting down");
     daemon.runs.shut_down(grace).await;
+    // The runs are over: their MCP servers can go (stdio ones are killed
+    // with their process groups if they do not stop in time).
+    daemon.mcp.stop(Duration::from_secs(5)).await;
     mcp_stop.cancel();
     if let Some(docker) = &docker {
         // Every run has removed its own sandbox; this catches a container
@@ -361,7 +369,7 @@ impl Signals {
     }
 }
 
-/// SIGHUP: agents, LLM settings and plugin grants come from the file again. A file that
+/// SIGHUP: agents, LLM settings, plugin grants and MCP servers come from the file again. A file that
 /// does not load is refused whole and the running configuration kept.
 fn reload(daemon: &Daemon) {
     systemd::reloading();
@@ -381,7 +389,7 @@ fn reload(daemon: &Daemon) {
                 || config.plugins != old.config.plugins
                 || config.mcp_server != old.config.mcp_server
             {
-                warn!("SIGHUP: changes to [daemon], [sandbox], [mcp_server] and [plugins] memory_limit take effect at the next restart; agents, [llm] and the grants of [plugins.<name>] are reloaded now");
+                warn!("SIGHUP: changes to [daemon], [sandbox], [mcp_server] and [plugins] memory_limit take effect at the next restart; agents, [llm], [mcp.<server>] and the grants of [plugins.<name>] are reloaded now");
             }
             config.daemon = old.config.daemon.clone();
             config.mcp_server = old.config.mcp_server.clone();

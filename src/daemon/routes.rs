@@ -62,6 +62,7 @@ pub fn router(
         .route("/v1/agents", get(agents))
         .route("/v1/plugins", get(plugins))
         .route("/v1/plugins/reload", post(reload_plugins))
+        .route("/v1/mcp", get(mcp_servers))
         .route("/v1/events", get(daemon_events))
         .route("/v1/runs", post(create_run).get(list_runs))
         .route("/v1/runs/{id}", get(get_run))
@@ -144,6 +145,11 @@ async fn status(State(d): Shared) -> Json<Status> {
 
 async fn agents(State(d): Shared) -> Json<AgentList> {
     Json(d.agent_list())
+}
+
+/// Every `[mcp.<server>]`: its state, process, tools and per-run instances.
+async fn mcp_servers(State(d): Shared) -> Json<crate::api::McpList> {
+    Json(super::mcp_status::list(&d.mcp))
 }
 
 /// One row per file in the plugins folder: what it holds, whether it

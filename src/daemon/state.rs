@@ -19,6 +19,7 @@ use crate::agent::{Agent, Runtime};
 use crate::api::{AgentList, AgentView};
 use crate::config::Config;
 use crate::llm::LlmClient;
+use crate::mcp::McpClients;
 use crate::plugin::PluginHost;
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::SandboxProvider;
@@ -46,6 +47,7 @@ impl Generation {
         config: Config,
         plugins: Arc<PluginHost>,
         sandboxes: Arc<dyn SandboxProvider>,
+        mcp: Arc<McpClients>,
     ) -> Self {
         let llm = config
             .agents
@@ -67,6 +69,7 @@ impl Generation {
             step_timeout: config.daemon.step_timeout,
             grants: Arc::new(config.plugin_grants.clone()),
             limits: config.daemon.run_limits,
+            tool_provider: mcp,
         });
         Generation {
             config,
@@ -121,6 +124,8 @@ pub struct Daemon {
     /// The file SIGHUP reads again; `None` runs on built-in defaults.
     pub config_path: Option<PathBuf>,
     pub bus: Arc<EventBus>,
+    /// The `[mcp.<server>]` servers; SIGHUP hands them the new tables.
+    pub mcp: Arc<McpClients>,
     /// What `warn_missing_plugins` said last.
     missing_reported: std::sync::Mutex<Vec<(String, Vec<String>)>>,
     /// Held by each plugin install or removal through the API, so two of
@@ -139,6 +144,7 @@ pub struct DaemonParts {
     pub socket: PathBuf,
     pub policy: AccessPolicy,
     pub bus: Arc<EventBus>,
+    pub mcp: Arc<McpClients>,
 }
 
 impl Daemon {
@@ -150,7 +156,12 @@ impl Daemon {
             p.config.daemon.max_queued_runs_per_user,
             p.bus.clone(),
         ));
-        let generation = Generation::new(p.config, p.plugins.clone(), p.sandboxes.clone());
+        let generation = Generation::new(
+            p.config,
+            p.plugins.clone(),
+            p.sandboxes.clone(),
+            p.mcp.clone(),
+        );
         Daemon {
             generation: RwLock::new(Arc::new(generation)),
             plugins: p.plugins,
@@ -164,6 +175,7 @@ impl Daemon {
             policy: p.policy,
             config_path: p.config_path,
             bus: p.bus,
+            mcp: p.mcp,
             missing_reported: Default::default(),
             installs: tokio::sync::Mutex::new(()),
         }
@@ -185,14 +197,25 @@ impl Daemon {
         self.generation.read_unpoisoned().clone()
     }
 
+    /// Makes `config` the running configuration; its `[mcp.*]` tables go to
+    /// the MCP client, which starts, keeps or lets go of each server (runs
+    /// in flight keep the servers they hold).
     pub fn swap_config(&self, config: Config) {
-        let next = Generation::new(config, self.plugins.clone(), self.sandboxes.clone());
+        self.mcp.apply(config.mcp.clone());
+        let next = Generation::new(
+            config,
+            self.plugins.clone(),
+            self.sandboxes.clone(),
+            self.mcp.clone(),
+        );
         *self.generation.write_unpoisoned() = Arc::new(next);
     }
 
-    /// Agents that name a plugin that is not loaded, with those plugins:
-    /// such an agent's runs would fail at once, so it is reported up front.
+    /// Agents that name a plugin that is not loaded, or an MCP tool that
+    /// cannot be served now, with those names: such an agent's runs would
+    /// fail at once, so it is reported up front.
     pub fn agents_missing_plugins(&self) -> Vec<(String, Vec<String>)> {
+        use crate::agent::ToolProvider;
         let generation = self.generation();
         let snapshot = self.plugins.snapshot();
         generation
@@ -204,12 +227,14 @@ impl Daemon {
                 if snapshot.strategy(&a.strategy).is_none() {
                     missing.push(a.strategy.clone());
                 }
+                let (hosted, components): (Vec<String>, Vec<String>) =
+                    a.tools.iter().cloned().partition(|t| self.mcp.serves(t));
                 missing.extend(
-                    a.tools
-                        .iter()
-                        .filter(|t| snapshot.tool(t).is_none())
-                        .cloned(),
+                    components
+                        .into_iter()
+                        .filter(|t| snapshot.tool(t).is_none()),
                 );
+                missing.extend(self.mcp.missing(&hosted));
                 (!missing.is_empty()).then(|| (a.name.clone(), missing))
             })
             .collect()

@@ -12,12 +12,13 @@ use wasmtime::Store;
 
 use super::clock::StepClock;
 use super::grants::Grants;
+use super::host_tool::RunTools;
 use super::limits::LimitHit;
 use super::run_host::RunHost;
 use super::store::new_store;
 use super::strategy::{StrategyInstance, StrategyPlugin};
 use super::strategy_host::StrategyState;
-use super::tool::{ToolBox, ToolPlugin};
+use super::tool::ToolBox;
 use crate::sandbox::Sandbox;
 
 /// How one `step()` ended.
@@ -92,7 +93,7 @@ impl StrategySession {
     /// bounded by `limit`; dropping the future abandons it.
     pub async fn start(
         strategy: &StrategyPlugin,
-        tools: Vec<Arc<ToolPlugin>>,
+        tools: RunTools,
         sandbox: Arc<dyn Sandbox>,
         host: Arc<dyn RunHost>,
         grants: Arc<Grants>,
@@ -102,7 +103,8 @@ impl StrategySession {
         let clock = StepClock::new();
         let grant = grants.of(&name);
         let memory_limit = grant.memory_limit_or(strategy.memory_limit);
-        let tools = ToolBox::new(tools, sandbox, clock.clone(), grants);
+        let tools =
+            ToolBox::new(tools.plugins, sandbox, clock.clone(), grants).with_hosted(tools.hosted);
         let mut store = new_store(
             strategy.pre.engine(),
             StrategyState::new(

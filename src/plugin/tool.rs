@@ -17,6 +17,7 @@ use super::clock::StepClock;
 use super::compat_v0_1;
 use super::convert::error;
 use super::grants::Grants;
+use super::host_tool::HostTool;
 use super::limits::LimitHit;
 use super::meta::PluginMeta;
 use super::store::new_store;
@@ -183,10 +184,12 @@ struct LiveTool {
     instance: ToolInstance,
 }
 
-/// The tools of one run. Each tool is instantiated on its first call and then
-/// reused for the rest of the run, so a tool may keep state between calls.
+/// The tools of one run. Each tool component is instantiated on its first
+/// call and then reused for the rest of the run, so a tool may keep state
+/// between calls; host-served tools (MCP) are called through the same door.
 pub struct ToolBox {
     plugins: HashMap<String, Arc<ToolPlugin>>,
+    hosted: HashMap<String, Arc<dyn HostTool>>,
     live: HashMap<String, LiveTool>,
     sandbox: Arc<dyn Sandbox>,
     clock: Arc<StepClock>,
@@ -211,14 +214,33 @@ impl ToolBox {
                 .into_iter()
                 .map(|p| (p.meta.name.clone(), p))
                 .collect(),
+            hosted: HashMap::new(),
             live: HashMap::new(),
             sandbox,
         }
     }
 
+    /// Adds the host-served tools of the run (their names are distinct
+    /// from the components', which the run loop checked).
+    pub fn with_hosted(mut self, hosted: Vec<Arc<dyn HostTool>>) -> Self {
+        self.hosted = hosted
+            .into_iter()
+            .map(|t| (t.spec().name.clone(), t))
+            .collect();
+        self
+    }
+
     /// Calls tool `name` with the model's `arguments`, instantiating it on the
     /// first call. A trap discards the instance, so the next call starts fresh.
     pub async fn invoke(&mut self, name: &str, arguments: &str) -> Result<String, ToolFailure> {
+        if let Some(tool) = self.hosted.get(name) {
+            // A host wait, like a sandbox command: no plugin time passes.
+            let _waiting = self.clock.pause();
+            return tool
+                .call(arguments)
+                .await
+                .map_err(|message| ToolFailure::Reported(error(ErrorCode::Failed, message)));
+        }
         let Some(plugin) = self.plugins.get(name).cloned() else {
             return Err(ToolFailure::Unknown(name.to_string()));
         };

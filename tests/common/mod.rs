@@ -106,6 +106,7 @@ impl Harness {
             sandboxes,
             step_timeout,
             limits: agentd::agent::RunLimits::default(),
+            tool_provider: Arc::new(agentd::agent::NoToolProvider),
             grants: Default::default(),
         });
         Harness {
