@@ -120,6 +120,15 @@ fn offered_tools(llm: &FakeLlm) -> Vec<String> {
     names
 }
 
+/// Polls `done` until it holds, failing the test with `what` after `within`.
+fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn alive(pid: i64) -> bool {
     // Signal 0: whether the process exists (a zombie counts until reaped).
     let exists = unsafe { libc::kill(pid as i32, 0) == 0 };
@@ -475,15 +484,11 @@ async fn a_hanging_call_times_out_and_is_cancelled_on_the_server() {
             "the server still serves: {:?}",
             r[1]
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !d.log_text().contains("hang: cancelled by the client") {
-            assert!(
-                Instant::now() < deadline,
-                "the server never saw notifications/cancelled:\n{}",
-                d.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            Duration::from_secs(10),
+            "the server saw notifications/cancelled",
+            || d.log_text().contains("hang: cancelled by the client"),
+        );
     });
 }
 
@@ -505,15 +510,11 @@ async fn cancelling_a_run_cancels_its_mcp_call() {
         assert_eq!(status, 202, "{v}");
         let record = d.wait_run(&id, Duration::from_secs(30));
         assert_eq!(record["outcome"], "cancelled", "{record}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !d.log_text().contains("hang: cancelled by the client") {
-            assert!(
-                Instant::now() < deadline,
-                "the server never saw notifications/cancelled:\n{}",
-                d.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            Duration::from_secs(10),
+            "the server saw notifications/cancelled",
+            || d.log_text().contains("hang: cancelled by the client"),
+        );
     });
 }
 
@@ -614,14 +615,11 @@ async fn per_run_servers_are_fresh_for_each_run_and_gone_after_it() {
             assert!(r[1].2.contains(&format!("pid={pid}")), "{:?}", r[1]);
             pids.push(pid);
             shared_calls.push(r[2].2.clone());
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while alive(pid) {
-                assert!(
-                    Instant::now() < deadline,
-                    "the per-run server {pid} outlived its run"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_until(
+                Duration::from_secs(10),
+                "the per-run server ends with its run",
+                || !alive(pid),
+            );
         }
         assert_ne!(pids[0], pids[1], "each run got its own server");
         assert!(
@@ -742,14 +740,11 @@ async fn sighup_applies_mcp_changes_without_touching_runs_in_flight() {
             "new",
             "a new run gets the new server"
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while alive(first) {
-            assert!(
-                Instant::now() < deadline,
-                "the old server outlived its last run"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            Duration::from_secs(10),
+            "the old server ends with its last run",
+            || !alive(first),
+        );
         assert!(alive(swapped["pid"].as_i64().expect("pid")));
     });
 }
