@@ -1,7 +1,10 @@
 //! One tool call through a run's `ToolBox`: a tool component (the Rust
 //! `echo` plugin, warm instance) against the tools of two MCP servers over
 //! stdio on this machine: server-everything's `echo` (Node) and the Python
-//! SDK server's `add` (`tests/mcp/python_server.py`). The MCP figures are
+//! SDK server's `add` (`tests/mcp/python_server.py`), and a bare server
+//! written by hand (`tests/mcp/raw_echo_server.py`: JSON lines, no SDK),
+//! whose own work is a few microseconds of Python, so its figure is about
+//! agentd's side of a call plus the pipe. The MCP figures are
 //! the whole round trip: agentd's side (arguments parsed, the JSON-RPC
 //! request written to the child's stdin, the answer read, the content
 //! turned into the observation) plus the server's own handling, which for
@@ -77,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
     let everything = lines.next().unwrap_or_default().to_string();
     let python = lines.next().unwrap_or_default().to_string();
     let py_server = repo.join("tests/mcp/python_server.py");
+    let raw_server = repo.join("tests/mcp/raw_echo_server.py");
 
     let built = build_plugins(&repo)?;
     let plugins = tempfile::tempdir()?;
@@ -95,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
     for s in [
         stdio("everything", "node", &[&everything, "stdio"]),
         stdio("py", &python, &[&py_server.display().to_string()]),
+        stdio("raw", "python3", &[&raw_server.display().to_string()]),
     ] {
         settings.servers.insert(s.name.clone(), s);
     }
@@ -104,7 +109,11 @@ async fn main() -> anyhow::Result<()> {
         let hosted = clients
             .open(
                 "bench",
-                &["mcp:everything/echo".to_string(), "mcp:py/add".to_string()],
+                &[
+                    "mcp:everything/echo".to_string(),
+                    "mcp:py/add".to_string(),
+                    "mcp:raw/echo".to_string(),
+                ],
             )
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
@@ -128,9 +137,10 @@ async fn main() -> anyhow::Result<()> {
             "3",
         )
         .await?;
+        let raw = time_calls(&mut tools, "mcp__raw__echo", r#"{"text":"x"}"#, CALLS, "x").await?;
         drop(tools);
         clients.stop(Duration::from_secs(5)).await;
-        anyhow::Ok([plugin, node, py])
+        anyhow::Ok([plugin, node, py, raw])
     })
     .await??;
 
@@ -142,6 +152,10 @@ async fn main() -> anyhow::Result<()> {
         ("tool component `echo` (Rust, warm instance)", CALLS),
         ("MCP stdio: server-everything `echo` (Node)", MCP_CALLS),
         ("MCP stdio: Python SDK server `add`", MCP_CALLS),
+        (
+            "MCP stdio: bare JSON-lines server `echo` (agentd's side + pipe)",
+            CALLS,
+        ),
     ]
     .iter()
     .zip(figures)
