@@ -3,9 +3,10 @@
 # each pinned, and does nothing when they are already there:
 #   - @modelcontextprotocol/server-everything (npm), from tests/mcp/node's
 #     package.json and package-lock.json (`npm ci`: the versions and
-#     integrity hashes of the lock), which needs Node.js >= 18: installed
-#     with apt-get (Debian's nodejs and npm) when missing, as
-#     ensure-docker.sh installs Docker;
+#     integrity hashes of the lock), which needs Node.js >= 20 (its locked
+#     @hono/node-server says so): installed with apt-get (Debian's nodejs and
+#     npm; Debian 13 has 20) when missing, as ensure-docker.sh installs
+#     Docker, as root or through passwordless sudo;
 #   - the Python MCP SDK (PyPI `mcp`), from tests/mcp/requirements-mcp.txt
 #     (versions and wheel hashes), in a venv of its own.
 #
@@ -48,14 +49,23 @@ report() {
 if done_all; then report; fi
 
 apt_install() {
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    echo "ensure-mcp-servers: needs $* (e.g. apt-get install $*)" >&2
+  local sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+      sudo=(sudo -n)
+    else
+      echo "ensure-mcp-servers: needs $* (e.g. apt-get install $*; as root, or give passwordless sudo)" >&2
+      exit 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null; then
+    echo "ensure-mcp-servers: needs $* and has no apt-get to install them" >&2
     exit 1
   fi
   say "apt-get install $*"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq "$@" >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null && apt-get install -y -qq "$@" >/dev/null; }
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+    || { "${sudo[@]}" apt-get update -qq >/dev/null \
+         && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
 }
 
 mkdir -p "$tools"
@@ -64,11 +74,11 @@ flock 9
 if done_all; then report; fi
 
 node_major() { node -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
-if ! command -v node >/dev/null || [ "$(node_major)" -lt 18 ] || ! command -v npm >/dev/null; then
+if ! command -v node >/dev/null || [ "$(node_major)" -lt 20 ] || ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
-if [ "$(node_major)" -lt 18 ]; then
-  echo "ensure-mcp-servers: server-everything needs Node.js 18 or later; this one is $(node --version)" >&2
+if [ "$(node_major)" -lt 20 ]; then
+  echo "ensure-mcp-servers: server-everything needs Node.js 20 or later; this one is $(node --version 2>/dev/null || echo missing)" >&2
   exit 1
 fi
 

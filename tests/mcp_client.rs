@@ -748,3 +748,47 @@ async fn sighup_applies_mcp_changes_without_touching_runs_in_flight() {
         assert!(alive(swapped["pid"].as_i64().expect("pid")));
     });
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_wait_is_a_host_wait_and_its_result_is_cut_like_a_tools() {
+    // step_timeout counts plugin time only: a 2 s MCP call in a step of at
+    // most 1 s of plugin time passes, as a sandbox command does; its result
+    // is cut at the agent's max_observe like any tool's. The secret of the
+    // table reaches the server's environment.
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "nap",
+        [
+            Reply::call("mcp__py__nap", r#"{"seconds": 2}"#),
+            Reply::call("mcp__py__env", r#"{"name":"PY_SECRET"}"#),
+            Reply::terminate(),
+        ],
+    );
+    tokio::task::block_in_place(|| {
+        let extra = format!(
+            "step_timeout = 1\n\n[plugins]\nsecrets_file = \"secrets.env\"\n{}{}max_observe = 90\n",
+            py_table("py", "secrets = [\"PY_SECRET\"]"),
+            agent("napper", &["mcp:py/nap", "mcp:py/env", "terminate"])
+        );
+        let mut d = Daemon::unstarted(&llm, &extra);
+        let secrets = d.dir.path().join("secrets.env");
+        std::fs::write(&secrets, "PY_SECRET=s3cret-for-py\n").expect("secrets");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        d.spawn(&[]);
+        ready(&d, "py");
+        let id = d.create_run("napper", "nap");
+        let record = d.wait_run(&id, Duration::from_secs(60));
+        assert_eq!(
+            record["outcome"], "finished",
+            "the MCP wait is not plugin time: {record}"
+        );
+        let contents = tool_contents(&record);
+        assert!(contents[0].contains("slept 2"), "{contents:?}");
+        assert!(
+            contents[0].chars().count() <= 120 && !contents[0].contains(&"z".repeat(100)),
+            "cut at max_observe: {contents:?}"
+        );
+        assert!(contents[1].contains("s3cret-for-py"), "{contents:?}");
+    });
+}

@@ -96,8 +96,11 @@ async fn bridge(socket: &Path) -> Result<(), BridgeError> {
             }
         }
     }
-    // The client is done: ending the transport ends the session (a DELETE),
-    // and with it the session's sandbox in the daemon.
+    // The client is done. What it sent last (a `notifications/cancelled`,
+    // say) still reaches the daemon: the sends under way get SETTLE each.
+    while let Ok(Some(_)) = tokio::time::timeout(SETTLE, sends.join_next()).await {}
+    // Ending the transport ends the session (a DELETE), and with it the
+    // session's sandbox in the daemon.
     let _ = daemon.close().await;
     Ok(())
 }

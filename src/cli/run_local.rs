@@ -127,7 +127,7 @@ pub async fn run(args: RunArgs) -> i32 {
         Err(e) => return fail(e),
     };
     drop(agent);
-    mcp.stop(std::time::Duration::from_secs(5)).await;
+    mcp.stop(crate::mcp::clients::STOP_WITHIN).await;
     // After the run, too: a container whose creation a cancel interrupted
     // is ours and no longer live.
     if let Some(p) = docker {

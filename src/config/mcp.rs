@@ -61,7 +61,7 @@ fn server(
     let table = format!("[mcp.{name}]");
     if !is_valid_server_name(name) {
         return Err(format!(
-            "{table} is not a valid server name: letters, digits, `_` and `-`, at most 32 (it becomes part of the names the model sees)"
+            "{table} is not a valid server name: letters, digits, `_` and `-` (no `__`), at most 32 (it becomes part of the names the model sees)"
         ));
     }
     for var in &k.secrets {

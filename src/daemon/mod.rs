@@ -197,7 +197,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     daemon.runs.shut_down(grace).await;
     // The runs are over: their MCP servers can go (stdio ones are killed
     // with their process groups if they do not stop in time).
-    daemon.mcp.stop(Duration::from_secs(5)).await;
+    daemon.mcp.stop(crate::mcp::clients::STOP_WITHIN).await;
     mcp_stop.cancel();
     if let Some(docker) = &docker {
         // Every run has removed its own sandbox; this catches a container

@@ -18,6 +18,11 @@ use crate::chat::ToolSpec;
 use crate::plugin::HostTool;
 use crate::sync::RwLockExt;
 
+/// How long stopping waits for the servers: longer than rmcp's stop of a
+/// stdio server (stdin closed, 3 s, SIGTERM, 3 s, then its process group
+/// killed), so that sequence always completes before the daemon exits.
+pub const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
+
 /// One server as `GET /v1/mcp` shows it.
 #[derive(Debug, Clone)]
 pub struct ServerStatus {
@@ -247,6 +252,9 @@ impl ToolProvider for McpClients {
         // One server per table for the run, even when several entries name it.
         let mut servers: BTreeMap<String, (Arc<Server>, Arc<Vec<Tool>>)> = BTreeMap::new();
         let mut out: Vec<Arc<dyn HostTool>> = Vec::new();
+        // (server, tool) of each of `out`, to tell an entry named twice
+        // from two tools that map to one name.
+        let mut origins: Vec<(String, String)> = Vec::new();
         for entry in entries {
             let selector = parse_entry(entry)?;
             let table = self.table(entry, selector.server)?;
@@ -267,9 +275,16 @@ impl ToolProvider for McpClients {
             let (server, listed) = &servers[&table.name];
             for tool in pick(entry, &selector, &table, listed)? {
                 let spec = spec_of(&table.name, tool);
-                if out.iter().any(|t| t.spec().name == spec.name) {
-                    continue;
+                if let Some(i) = out.iter().position(|t| t.spec().name == spec.name) {
+                    if origins[i] == (table.name.clone(), tool.name.to_string()) {
+                        continue; // named twice by the agent: offered once
+                    }
+                    return Err(format!(
+                        "tool `{entry}`: two MCP tools would both be shown to the model as `{}`",
+                        spec.name
+                    ));
                 }
+                origins.push((table.name.clone(), tool.name.to_string()));
                 out.push(Arc::new(McpTool::new(
                     spec,
                     tool.name.to_string(),
@@ -303,6 +318,10 @@ impl ToolProvider for McpClients {
                 } else {
                     match inner.shared.get(&table.name).map(|s| s.snapshot()) {
                         Some(s) if s.phase == Phase::Ready => s.tools,
+                        // On its way: a run started now waits for it.
+                        Some(s) if matches!(s.phase, Phase::Starting | Phase::Restarting) => {
+                            return false
+                        }
                         _ => return true,
                     }
                 };

@@ -43,10 +43,13 @@ pub fn parse_entry(entry: &str) -> Result<Selector<'_>, String> {
     })
 }
 
-/// Whether `name` is a valid server name (`[A-Za-z0-9_-]`, at most 32).
+/// Whether `name` is a valid server name (`[A-Za-z0-9_-]`, at most 32, no
+/// `__`): the first `__` after `mcp__` in a model name then always ends the
+/// server's part, so two (server, tool) pairs cannot share a plain name.
 pub fn is_valid_server_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
+        && !name.contains("__")
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
@@ -114,6 +117,11 @@ mod tests {
                 server: "gh",
                 tool: Some("a/b")
             })
+        );
+        assert!(is_valid_server_name("my-server_1"));
+        assert!(
+            !is_valid_server_name("a__b"),
+            "would make mcp__a__b__c ambiguous"
         );
         for bad in ["mcp:gh", "mcp:/x", "mcp:gh/", "gh/x"] {
             assert!(parse_entry(bad).is_err(), "{bad}");

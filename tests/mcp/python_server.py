@@ -58,6 +58,13 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool(description="Sleeps, then answers with a long text.")
+async def nap(seconds: float) -> str:
+    counted()
+    await asyncio.sleep(seconds)
+    return f"slept {seconds} seconds; " + "z" * 200
+
+
 @server.tool(description="Never answers (until cancelled).")
 async def hang() -> str:
     try:
