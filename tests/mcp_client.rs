@@ -792,3 +792,62 @@ async fn an_mcp_wait_is_a_host_wait_and_its_result_is_cut_like_a_tools() {
         assert!(contents[1].contains("s3cret-for-py"), "{contents:?}");
     });
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_header_reaches_a_python_sdk_server_over_http() {
+    use sha2::{Digest, Sha256};
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "who am I to you",
+        [
+            Reply::call("mcp__pyweb__auth_digest", "{}"),
+            Reply::terminate(),
+        ],
+    );
+    tokio::task::block_in_place(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let mut server = Command::new(&servers().1)
+            .arg(python_server())
+            .args(["http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the Python server over HTTP");
+        wait_until(Duration::from_secs(30), "the Python server listens", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let token = format!("tok-{}", uuid::Uuid::new_v4().simple());
+        let extra = format!(
+            "\n[plugins]\nsecrets_file = \"secrets.env\"\n\n[mcp.pyweb]\nurl = \"http://127.0.0.1:{port}/mcp\"\nsecrets = [\"WEB_TOKEN\"]\nheaders = {{ Authorization = \"Bearer ${{WEB_TOKEN}}\" }}\n{}",
+            agent("webuser", &["mcp:pyweb/auth_digest", "terminate"])
+        );
+        let mut d = Daemon::unstarted(&llm, &extra);
+        let secrets = d.dir.path().join("secrets.env");
+        std::fs::write(&secrets, format!("WEB_TOKEN={token}\n")).expect("secrets");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        d.spawn(&[]);
+        ready(&d, "pyweb");
+        let id = d.create_run("webuser", "who am I to you");
+        let record = d.wait_run(&id, Duration::from_secs(60));
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(record["outcome"], "finished", "{record}");
+        let want: String = Sha256::digest(format!("Bearer {token}").as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let r = results(&d, &id);
+        assert_eq!(
+            r[0].2.trim(),
+            want,
+            "the server got the header with the secret: {:?}",
+            r[0]
+        );
+        assert!(!record.to_string().contains(&token));
+    });
+}

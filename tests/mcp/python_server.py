@@ -16,6 +16,7 @@ Tools:
                        notifications/tools/list_changed
   picture()            an image, an embedded resource and a link, no text
   fail()               an isError result
+  auth_digest()        SHA-256 of the request's Authorization header (HTTP)
   "files.read/v2 (beta)"  a name OpenAI would refuse
 """
 
@@ -114,6 +115,20 @@ def fail() -> str:
     raise ValueError("the fail tool failed, as asked")
 
 
+@server.tool(description="The SHA-256 of this HTTP request's Authorization header.")
+def auth_digest(ctx: Context) -> str:
+    counted()
+    import hashlib
+
+    request = ctx.request_context.request
+    header = request.headers.get("authorization") if request is not None else None
+    if header is None:
+        return "<no authorization header>"
+    # A digest, not the value: the tests check the secret reached the server
+    # without putting it in a tool result.
+    return hashlib.sha256(header.encode()).hexdigest()
+
+
 @server.tool(name="files.read/v2 (beta)", description="A tool whose name OpenAI refuses.")
 def oddly_named(path: str) -> str:
     counted()
@@ -122,8 +137,6 @@ def oddly_named(path: str) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "http":
-        server.settings.host = "127.0.0.1"
-        server.settings.port = int(sys.argv[2])
-        server.run("streamable-http")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()
