@@ -129,6 +129,15 @@ fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Writes the daemon's secrets file (`secrets.env` next to its
+/// configuration), 0600 as the daemon requires.
+fn write_secrets(d: &Daemon, text: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = d.dir.path().join("secrets.env");
+    std::fs::write(&path, text).expect("secrets");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
 fn alive(pid: i64) -> bool {
     // Signal 0: whether the process exists (a zombie counts until reaped).
     let exists = unsafe { libc::kill(pid as i32, 0) == 0 };
@@ -296,10 +305,7 @@ async fn a_run_calls_server_everything_over_streamable_http_and_secrets_stay_out
             agent("webuser", &["mcp:web/get-sum", "mcp:web/echo", "terminate"])
         );
         let mut d = Daemon::unstarted(&llm, &extra);
-        let secrets = d.dir.path().join("secrets.env");
-        std::fs::write(&secrets, format!("WEB_TOKEN={token}\n")).expect("secrets");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        write_secrets(&d, format!("WEB_TOKEN={token}\n"));
         d.spawn(&[]);
         let view = ready(&d, "web");
         assert_eq!(view["transport"], "http", "{view}");
@@ -771,10 +777,7 @@ async fn an_mcp_wait_is_a_host_wait_and_its_result_is_cut_like_a_tools() {
             agent("napper", &["mcp:py/nap", "mcp:py/env", "terminate"])
         );
         let mut d = Daemon::unstarted(&llm, &extra);
-        let secrets = d.dir.path().join("secrets.env");
-        std::fs::write(&secrets, "PY_SECRET=s3cret-for-py\n").expect("secrets");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        write_secrets(&d, "PY_SECRET=s3cret-for-py\n");
         d.spawn(&[]);
         ready(&d, "py");
         let id = d.create_run("napper", "nap");
@@ -826,10 +829,7 @@ async fn a_secret_header_reaches_a_python_sdk_server_over_http() {
             agent("webuser", &["mcp:pyweb/auth_digest", "terminate"])
         );
         let mut d = Daemon::unstarted(&llm, &extra);
-        let secrets = d.dir.path().join("secrets.env");
-        std::fs::write(&secrets, format!("WEB_TOKEN={token}\n")).expect("secrets");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        write_secrets(&d, format!("WEB_TOKEN={token}\n"));
         d.spawn(&[]);
         ready(&d, "pyweb");
         let id = d.create_run("webuser", "who am I to you");
