@@ -26,6 +26,26 @@ pub struct CreateRun {
     pub request: String,
 }
 
+/// `POST /v1/runs/{id}/input`: the answer to the run's question.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRun {
+    pub text: String,
+}
+
+/// `POST /v1/runs/{id}/approve`: the decision on the call the run holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveRun {
+    /// The held call's id (`waiting.call_id`), so a decision meant for one
+    /// call is never taken for another.
+    pub call_id: String,
+    pub decision: crate::agent::Decision,
+    /// For a denial, the model's observation: "denied by the operator: REASON".
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// Where a run is in its life. `outcome` says how an `ended` run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -33,6 +53,9 @@ pub enum RunState {
     /// Waiting for a slot under `[daemon] max_concurrent_runs`.
     Queued,
     Running,
+    /// Waiting for a person: an answer (`POST /v1/runs/{id}/input`) or an
+    /// approval (`.../approve`); the summary's `waiting` says which.
+    Waiting,
     Ended,
 }
 
@@ -41,6 +64,7 @@ impl RunState {
         match self {
             RunState::Queued => "queued",
             RunState::Running => "running",
+            RunState::Waiting => "waiting",
             RunState::Ended => "ended",
         }
     }
@@ -49,6 +73,7 @@ impl RunState {
         match s {
             "queued" => Some(RunState::Queued),
             "running" => Some(RunState::Running),
+            "waiting" => Some(RunState::Waiting),
             "ended" => Some(RunState::Ended),
             _ => None,
         }
@@ -69,6 +94,10 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub request_truncated: bool,
     pub state: RunState,
+    /// What a `waiting` run waits for: the question, or the call to
+    /// approve with its `call_id`. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::agent::Waiting>,
     /// Absent until the run has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
@@ -118,6 +147,7 @@ impl RunSummary {
             request: request.to_string(),
             request_truncated: false,
             state: RunState::Queued,
+            waiting: None,
             outcome: None,
             steps: 0,
             max_steps: None,
@@ -160,6 +190,7 @@ impl RunSummary {
             },
             request_truncated: self.request_truncated || cut.is_some(),
             state: self.state,
+            waiting: self.waiting.clone(),
             outcome: self.outcome,
             steps: self.steps,
             max_steps: self.max_steps,
@@ -322,7 +353,11 @@ fn unknown_source() -> Source {
 pub struct Status {
     pub version: String,
     pub uptime_s: f64,
+    /// Runs started and not ended, `waiting` ones included.
     pub runs_active: usize,
+    /// Of `runs_active`, those waiting for a person.
+    #[serde(default)]
+    pub runs_waiting: usize,
     pub runs_queued: usize,
     pub plugins_loaded: usize,
     pub sandbox_engine: EngineStatus,
@@ -538,6 +573,10 @@ mod wire_tests {
             | RunEvent::ToolResult { .. }
             | RunEvent::StuckDetected { .. }
             | RunEvent::StepFinished { .. }
+            | RunEvent::InputRequested { .. }
+            | RunEvent::InputReceived { .. }
+            | RunEvent::ApprovalRequested { .. }
+            | RunEvent::ApprovalDecided { .. }
             | RunEvent::RunEnded { .. } => {}
         }
     }
@@ -637,6 +676,48 @@ mod wire_tests {
                     error: Some("boom".into()),
                 },
                 r#"{"seq":10,"at_ms":1700000000000,"type":"run_ended","outcome":"error","steps":2,"error":"boom"}"#,
+            ),
+            (
+                RunEvent::InputRequested {
+                    step: 2,
+                    id: "input-1".into(),
+                    plugin: "ask_human".into(),
+                    question: "Which branch?".into(),
+                    timeout_secs: 3600.0,
+                },
+                r#"{"seq":11,"at_ms":1700000000000,"type":"input_requested","step":2,"id":"input-1","plugin":"ask_human","question":"Which branch?","timeout_secs":3600.0}"#,
+            ),
+            (
+                RunEvent::InputReceived {
+                    step: 2,
+                    id: "input-1".into(),
+                    text: Some("main".into()),
+                    by_uid: Some(1000),
+                    timed_out: false,
+                },
+                r#"{"seq":12,"at_ms":1700000000000,"type":"input_received","step":2,"id":"input-1","text":"main","by_uid":1000,"timed_out":false}"#,
+            ),
+            (
+                RunEvent::ApprovalRequested {
+                    step: 3,
+                    call_id: "call_7".into(),
+                    tool: "bash".into(),
+                    arguments: r#"{"command":"rm -rf build"}"#.into(),
+                    timeout_secs: 60.0,
+                },
+                r#"{"seq":13,"at_ms":1700000000000,"type":"approval_requested","step":3,"call_id":"call_7","tool":"bash","arguments":"{\"command\":\"rm -rf build\"}","timeout_secs":60.0}"#,
+            ),
+            (
+                RunEvent::ApprovalDecided {
+                    step: 3,
+                    call_id: "call_7".into(),
+                    tool: "bash".into(),
+                    decision: crate::agent::Decision::Deny,
+                    reason: Some("not on main".into()),
+                    by_uid: None,
+                    timed_out: false,
+                },
+                r#"{"seq":14,"at_ms":1700000000000,"type":"approval_decided","step":3,"call_id":"call_7","tool":"bash","decision":"deny","reason":"not on main","by_uid":null,"timed_out":false}"#,
             ),
         ];
         for (seq, (event, expected)) in (1..).zip(cases) {

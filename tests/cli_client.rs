@@ -82,6 +82,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             request_truncated: false,
             result_truncated: false,
             state,
+            waiting: None,
             outcome,
             steps: 1,
             max_steps: Some(30),
@@ -124,6 +125,7 @@ async fn status(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Json<Statu
         version: "0.1.0-fake".into(),
         uptime_s: 65.0,
         runs_active: 1,
+        runs_waiting: 0,
         runs_queued: 2,
         plugins_loaded: 4,
         sandbox_engine: EngineStatus {

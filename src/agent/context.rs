@@ -9,12 +9,14 @@
 //! (one step at a time, the warning for one step only, the budget).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::events::{EventSink, MessageSink, RunEvent};
+use super::human::{human_duration, Decision, HumanChannel, Reply, Waiting};
 use super::limits::{event_bytes, human_bytes, message_bytes, truncate_with_note};
 use super::memory::Memory;
 use super::settings::{RunLimits, RunSettings};
@@ -44,6 +46,9 @@ pub struct RunContext {
     /// byte budget, an over-size message): the loop stops the step at the
     /// guest's next yield instead of waiting for the strategy to notice.
     stop: CancellationToken,
+    /// Where the run's questions and held tool calls wait for a person;
+    /// `None` when nobody can be reached (asks fail, held calls are denied).
+    human: Option<Arc<HumanChannel>>,
 }
 
 struct RunState {
@@ -71,6 +76,10 @@ struct RunState {
     /// Calls of the model whose arguments were over the limit and were
     /// replaced: call id → (the placeholder arguments, why it is refused).
     stripped_calls: HashMap<String, (String, String)>,
+    /// Time spent waiting for a person in earlier waits, and the start of
+    /// the current one: neither counts against `max_run_time`.
+    waited: Duration,
+    waiting_since: Option<Instant>,
 }
 
 /// What the loop does next, decided under one lock.
@@ -147,8 +156,109 @@ impl RunContext {
                 tool_calls_in_step: 0,
                 host_calls_in_step: 0,
                 stripped_calls: HashMap::new(),
+                waited: Duration::ZERO,
+                waiting_since: None,
             }),
             stop: CancellationToken::new(),
+            human: None,
+        }
+    }
+
+    /// The run's channel to a person (see [`HumanChannel`]).
+    pub fn with_human(mut self, human: Option<Arc<HumanChannel>>) -> Self {
+        self.human = human;
+        self
+    }
+
+    /// Time the run has spent waiting for a person, the current wait
+    /// included: the run's wall clock does not count it.
+    pub fn waited(&self) -> Duration {
+        let st = self.lock();
+        st.waited + st.waiting_since.map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
+    /// Puts `waiting` on the run's channel and waits at most `timeout`;
+    /// `announce` is emitted once it can be answered. The time is recorded
+    /// as waited (also when the wait is dropped by a cancel).
+    async fn wait_for_person(
+        &self,
+        human: &HumanChannel,
+        waiting: Waiting,
+        timeout: Duration,
+        announce: RunEvent,
+    ) -> Option<Reply> {
+        self.lock().waiting_since = Some(Instant::now());
+        let _counted = WaitCounted(self);
+        human.wait(waiting, timeout, || self.emit(announce)).await
+    }
+
+    /// A plugin's question to a person (`human.ask`): waits for the answer
+    /// at most `input_timeout`. The question and the answer are cut to
+    /// `max_message_bytes` like any message, since both are kept.
+    pub async fn ask_person(&self, plugin: &str, mut question: String) -> Result<String, AskError> {
+        let Some(human) = self.human.clone() else {
+            return Err(AskError::Unavailable(format!(
+                "no person can be asked in this run (agent `{}`): nothing answers its questions here",
+                self.settings.name
+            )));
+        };
+        truncate_with_note(
+            &mut question,
+            self.limits.max_message_bytes,
+            "the question",
+            "max_message_bytes",
+        );
+        let timeout = self.settings.input_timeout;
+        let id = human.next_id();
+        let step = self.current_step();
+        let since_ms = crate::time::now_ms();
+        let waiting = Waiting::Input {
+            id: id.clone(),
+            plugin: plugin.to_string(),
+            question: question.clone(),
+            since_ms,
+            deadline_ms: since_ms.saturating_add(timeout.as_millis() as i64),
+        };
+        let announce = RunEvent::InputRequested {
+            step,
+            id: id.clone(),
+            plugin: plugin.to_string(),
+            question,
+            timeout_secs: timeout.as_secs_f64(),
+        };
+        match self
+            .wait_for_person(&human, waiting, timeout, announce)
+            .await
+        {
+            Some(Reply::Text { mut text, by_uid }) => {
+                truncate_with_note(
+                    &mut text,
+                    self.limits.max_message_bytes,
+                    "the answer",
+                    "max_message_bytes",
+                );
+                self.emit(RunEvent::InputReceived {
+                    step,
+                    id,
+                    text: Some(text.clone()),
+                    by_uid,
+                    timed_out: false,
+                });
+                Ok(text)
+            }
+            _ => {
+                self.emit(RunEvent::InputReceived {
+                    step,
+                    id,
+                    text: None,
+                    by_uid: None,
+                    timed_out: true,
+                });
+                Err(AskError::NoAnswer(format!(
+                    "no answer within {} (input_timeout)",
+                    human_duration(timeout)
+                )))
+            }
         }
     }
 
@@ -564,7 +674,105 @@ impl RunHost for RunContext {
         output
     }
 
+    async fn approve_tool_call(&self, call: &ToolCall) -> Result<(), String> {
+        if !self.settings.approve.needs(&call.name) {
+            return Ok(());
+        }
+        let Some(human) = self.human.clone() else {
+            return Err(format!(
+                "denied: calls of `{}` need an operator's approval ([agents.{}] approve), and no operator can be reached in this run",
+                call.name, self.settings.name
+            ));
+        };
+        let timeout = self.settings.approval_timeout;
+        let step = self.current_step();
+        let since_ms = crate::time::now_ms();
+        let waiting = Waiting::Approval {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            since_ms,
+            deadline_ms: since_ms.saturating_add(timeout.as_millis() as i64),
+        };
+        let announce = RunEvent::ApprovalRequested {
+            step,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            timeout_secs: timeout.as_secs_f64(),
+        };
+        let reply = self
+            .wait_for_person(&human, waiting, timeout, announce)
+            .await;
+        let (decision, reason, by_uid, timed_out) = match reply {
+            Some(Reply::Decision {
+                decision,
+                reason,
+                by_uid,
+            }) => (decision, reason, by_uid, false),
+            _ => (
+                Decision::Deny,
+                Some(format!(
+                    "no decision within {} (approval_timeout)",
+                    human_duration(timeout)
+                )),
+                None,
+                true,
+            ),
+        };
+        let reason = reason.map(|mut r| {
+            truncate_with_note(
+                &mut r,
+                self.limits.max_message_bytes,
+                "the reason",
+                "max_message_bytes",
+            );
+            r
+        });
+        self.emit(RunEvent::ApprovalDecided {
+            step,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision,
+            reason: reason.clone(),
+            by_uid,
+            timed_out,
+        });
+        match decision {
+            Decision::Approve => Ok(()),
+            Decision::Deny => Err(format!(
+                "denied by the operator: {}",
+                reason.as_deref().unwrap_or("no reason given")
+            )),
+        }
+    }
+
     fn finish(&self) {
         self.lock().finished = true;
+    }
+}
+
+/// Why a plugin's question got no answer (the plugin host's `AskFailure`
+/// says the same in its own terms).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    /// Nobody answered within `input_timeout`.
+    #[error("{0}")]
+    NoAnswer(String),
+    /// Nobody can be asked in this run.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Adds the current wait to the run's waited time when it ends, however
+/// it ends (answered, timed out, dropped by a cancel).
+struct WaitCounted<'a>(&'a RunContext);
+
+impl Drop for WaitCounted<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        if let Some(since) = st.waiting_since.take() {
+            st.waited += since.elapsed();
+        }
     }
 }

@@ -85,6 +85,72 @@ pub enum RunEvent {
         /// What the strategy's `step()` returned for it.
         result: String,
     },
+    /// The run waits for a person to answer `question` (a plugin called
+    /// `human.ask`; the bundled `ask_human` tool does). Answer with
+    /// `POST /v1/runs/{id}/input`; the run is `waiting` until
+    /// `InputReceived`.
+    InputRequested {
+        /// The step during which it asked.
+        step: u32,
+        /// The request's id within the run (`input-N`).
+        id: String,
+        /// The plugin that asked: a tool's name or the strategy's.
+        plugin: String,
+        /// The question, verbatim (cut to `max_message_bytes`).
+        question: String,
+        /// How long the run waits (`[agents.X] input_timeout`).
+        timeout_secs: f64,
+    },
+    /// The wait of `InputRequested` ended: answered, or not in time.
+    InputReceived {
+        /// The step during which it asked.
+        step: u32,
+        /// The id of its `InputRequested`.
+        id: String,
+        /// The answer; `None` when nobody answered within the timeout.
+        text: Option<String>,
+        /// Who answered: the uid of the client's connection (`None` from a
+        /// terminal of `run --local`, or on a timeout).
+        by_uid: Option<u32>,
+        /// True when nobody answered in time; the plugin got "no answer
+        /// within N".
+        timed_out: bool,
+    },
+    /// A tool call waits for an operator's approval (`[agents.X] approve`):
+    /// `POST /v1/runs/{id}/approve` with its `call_id`.
+    ApprovalRequested {
+        /// The step during which the call was made.
+        step: u32,
+        /// The model's call id.
+        call_id: String,
+        /// The tool, as the model called it.
+        tool: String,
+        /// The arguments as the model sent them.
+        arguments: String,
+        /// How long the run waits (`[agents.X] approval_timeout`); then it
+        /// is denied.
+        timeout_secs: f64,
+    },
+    /// The operator's decision on an `ApprovalRequested` call, or the
+    /// denial its timeout made.
+    ApprovalDecided {
+        /// The step during which the call was made.
+        step: u32,
+        /// The model's call id.
+        call_id: String,
+        /// The tool, as the model called it.
+        tool: String,
+        /// `approve` or `deny`.
+        decision: crate::agent::human::Decision,
+        /// The operator's reason, if given (a denial's is the model's
+        /// observation).
+        reason: Option<String>,
+        /// Who decided: the uid of the client's connection; `None` from a
+        /// terminal of `run --local`, or on a timeout.
+        by_uid: Option<u32>,
+        /// True when nobody decided within the timeout (a denial).
+        timed_out: bool,
+    },
     /// The last event of every run, whatever its ending; the daemon's history
     /// writes one for a run it finds interrupted.
     RunEnded {

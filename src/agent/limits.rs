@@ -89,6 +89,25 @@ pub fn event_bytes(e: &RunEvent) -> u64 {
         } => id.len() + name.len() + output.len(),
         RunEvent::StepFinished { result, .. } => result.len(),
         RunEvent::RunEnded { error, .. } => error.as_ref().map_or(0, String::len),
+        RunEvent::InputRequested {
+            id,
+            plugin,
+            question,
+            ..
+        } => id.len() + plugin.len() + question.len(),
+        RunEvent::InputReceived { id, text, .. } => id.len() + text.as_ref().map_or(0, String::len),
+        RunEvent::ApprovalRequested {
+            call_id,
+            tool,
+            arguments,
+            ..
+        } => call_id.len() + tool.len() + arguments.len(),
+        RunEvent::ApprovalDecided {
+            call_id,
+            tool,
+            reason,
+            ..
+        } => call_id.len() + tool.len() + reason.as_ref().map_or(0, String::len),
         RunEvent::StepStarted { .. } | RunEvent::StuckDetected { .. } => 0,
     };
     text as u64 + ITEM_OVERHEAD

@@ -12,6 +12,7 @@
 pub mod context;
 pub mod counted_sandbox;
 pub mod events;
+pub mod human;
 pub mod limits;
 pub mod memory;
 pub mod outcome;
@@ -21,6 +22,7 @@ pub mod stuck;
 pub mod tool_provider;
 
 pub use events::{EventSink, MessageSink, RunEvent};
+pub use human::{Approve, Decision, HumanChannel, ReplyError, WaitSlot, Waiting};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use run::{Agent, AgentError, RunOptions, Runtime};
 pub use settings::{AgentConfig, RunLimits};

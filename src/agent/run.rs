@@ -11,6 +11,7 @@ use tracing::{info, info_span, warn, Instrument};
 use super::context::{NextStep, RunContext};
 use super::counted_sandbox::CountedSandbox;
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
+use super::human::HumanChannel;
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::settings::{resolve, RunLimits, RunSettings};
 use super::tool_provider::ToolProvider;
@@ -63,6 +64,10 @@ pub struct RunOptions {
     pub events: EventSink,
     /// Every message as it is added; `None` when nobody keeps a transcript.
     pub messages: Option<MessageSink>,
+    /// Where the run's questions and held tool calls wait for a person (the
+    /// daemon's API, a terminal); `None`: nobody can be reached, so a
+    /// question fails at once and a call that needs approval is denied.
+    pub human: Option<Arc<HumanChannel>>,
 }
 
 impl Default for RunOptions {
@@ -72,6 +77,7 @@ impl Default for RunOptions {
             cancel: CancellationToken::new(),
             events: discard_events(),
             messages: None,
+            human: None,
         }
     }
 }
@@ -285,6 +291,7 @@ impl Agent {
             opts.events.clone(),
             opts.messages.clone(),
         )
+        .with_human(opts.human.clone())
     }
 
     async fn execute(
@@ -368,7 +375,7 @@ async fn within_limits(
     let ended = tokio::select! {
         biased;
         _ = ctx.stopped() => (Outcome::Error, None),
-        _ = tokio::time::sleep(max) => {
+        _ = wall_clock(&ctx, max) => {
             warn!(?max, "the run reached its wall-clock limit");
             return (
                 Outcome::Error,
@@ -392,6 +399,22 @@ async fn within_limits(
             )),
         ),
         (None, ended) => ended,
+    }
+}
+
+/// Resolves once the run has used `max` of wall clock, not counting the
+/// time it waited for a person (a question, an approval): that wait has its
+/// own limit, and a person at lunch is not the run going on too long.
+async fn wall_clock(ctx: &RunContext, max: Duration) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let used = started.elapsed().saturating_sub(ctx.waited());
+        if used >= max {
+            return;
+        }
+        // While the run waits, `used` stands still: this wakes once per
+        // remaining span, never in a busy loop.
+        tokio::time::sleep(max - used).await;
     }
 }
 

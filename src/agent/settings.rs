@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::human::{Approve, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_INPUT_TIMEOUT};
 use super::memory::DEFAULT_MAX_MESSAGES;
 use super::stuck::DEFAULT_DUPLICATE_THRESHOLD;
 use crate::chat::ToolChoice;
@@ -57,6 +58,16 @@ pub struct AgentConfig {
     /// `[agents.X] max_host_calls_per_step`, over the daemon's. `None`:
     /// the daemon's.
     pub max_host_calls_per_step: Option<u32>,
+    /// `[agents.X] approve`: the tool calls that wait for an operator's
+    /// approval before they run. Not layered: an operator's rule, not a
+    /// strategy's.
+    pub approve: Approve,
+    /// `[agents.X] input_timeout`: how long a question waits for a person
+    /// before the asking plugin gets "no answer within N".
+    pub input_timeout: Duration,
+    /// `[agents.X] approval_timeout`: how long a held call waits for a
+    /// decision before it is denied.
+    pub approval_timeout: Duration,
 }
 
 impl AgentConfig {
@@ -78,6 +89,9 @@ impl AgentConfig {
             max_run_time: None,
             max_tool_calls_per_step: None,
             max_host_calls_per_step: None,
+            approve: Approve::Nothing,
+            input_timeout: DEFAULT_INPUT_TIMEOUT,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
         }
     }
 }
@@ -241,6 +255,12 @@ pub struct RunSettings {
     pub duplicate_threshold: u32,
     /// From the agent only; see [`AgentConfig::max_messages`].
     pub max_messages: u32,
+    /// From the agent only; see [`AgentConfig::approve`].
+    pub approve: Approve,
+    /// From the agent only; see [`AgentConfig::input_timeout`].
+    pub input_timeout: Duration,
+    /// From the agent only; see [`AgentConfig::approval_timeout`].
+    pub approval_timeout: Duration,
 }
 
 /// Where each layered setting of [`RunSettings`] came from.
@@ -294,6 +314,9 @@ pub fn resolve(agent: &AgentConfig, strategy: Option<&StrategyDefaults>) -> (Run
         special_tools,
         duplicate_threshold: agent.duplicate_threshold,
         max_messages: agent.max_messages,
+        approve: agent.approve.clone(),
+        input_timeout: agent.input_timeout,
+        approval_timeout: agent.approval_timeout,
     };
     let sources = Sources {
         system_prompt: system_src,

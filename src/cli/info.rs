@@ -228,7 +228,14 @@ fn status_text(s: &Status) -> String {
         ("state dir", s.state_dir.clone()),
         (
             "runs",
-            format!("{} running, {} queued", s.runs_active, s.runs_queued),
+            if s.runs_waiting > 0 {
+                format!(
+                    "{} running ({} waiting for a person), {} queued",
+                    s.runs_active, s.runs_waiting, s.runs_queued
+                )
+            } else {
+                format!("{} running, {} queued", s.runs_active, s.runs_queued)
+            },
         ),
         (
             "plugins",
@@ -334,6 +341,7 @@ mod tests {
             version: "0.1.0".into(),
             uptime_s: 65.2,
             runs_active: 2,
+            runs_waiting: 0,
             runs_queued: 0,
             plugins_loaded: 5,
             sandbox_engine: EngineStatus {

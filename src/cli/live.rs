@@ -15,6 +15,8 @@ enum Phase {
     /// In the strategy: usually waiting on the model.
     Thinking,
     Tool(String),
+    /// Waiting for a person: an answer, or a decision on a held call.
+    Waiting,
     Ended,
 }
 
@@ -33,6 +35,7 @@ impl LiveStatus {
             phase: match state {
                 RunState::Queued => Phase::Queued,
                 RunState::Running => Phase::Starting,
+                RunState::Waiting => Phase::Waiting,
                 RunState::Ended => Phase::Ended,
             },
             step: 0,
@@ -57,6 +60,14 @@ impl LiveStatus {
             RunEvent::ToolResult { .. } | RunEvent::StepFinished { .. } => {
                 self.phase = Phase::Thinking
             }
+            RunEvent::InputRequested { .. } | RunEvent::ApprovalRequested { .. } => {
+                self.phase = Phase::Waiting
+            }
+            // Back to the strategy, or (an approved call) to the tool,
+            // whose `tool_call` follows.
+            RunEvent::InputReceived { .. } | RunEvent::ApprovalDecided { .. } => {
+                self.phase = Phase::Thinking
+            }
             RunEvent::AssistantMessage { .. } | RunEvent::StuckDetected { .. } => {}
             RunEvent::RunEnded { .. } => self.phase = Phase::Ended,
         }
@@ -77,6 +88,7 @@ impl LiveStatus {
             Phase::Starting => format!("starting · {clock}"),
             Phase::Thinking => format!("step {}/{max} · thinking · {clock}", self.step),
             Phase::Tool(name) => format!("step {}/{max} · tool {name} · {clock}", self.step),
+            Phase::Waiting => format!("step {}/{max} · waiting for you · {clock}", self.step),
         };
         super::table::truncate(&text, width.saturating_sub(1).max(1))
     }

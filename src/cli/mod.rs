@@ -1,5 +1,6 @@
 //! The `agentd` command line.
 
+mod ask;
 mod client;
 mod endpoint;
 pub mod exit;
@@ -57,6 +58,10 @@ pub enum Command {
     Logs(LogsArgs),
     /// Cancel a run.
     Cancel(CancelArgs),
+    /// Answer the question a run waits on.
+    Reply(ReplyArgs),
+    /// Approve (or deny) the tool call a run holds for approval.
+    Approve(ApproveArgs),
     /// List the agents the daemon can run.
     Agents(JsonArgs),
     /// List the plugins found in the plugins folder.
@@ -130,8 +135,34 @@ pub struct RunsArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
     /// List runs older than this sequence number (the next page).
-    #[arg(long, value_name = "SEQ")]
+    #[arg(long, value_name = "SEQ", conflicts_with = "waiting")]
     pub before: Option<i64>,
+    /// Only the runs waiting for a person (a question, an approval).
+    #[arg(long)]
+    pub waiting: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplyArgs {
+    /// Configuration file, read for `[daemon] socket`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The run's id, or a unique prefix of it.
+    pub run: String,
+    /// The answer.
+    pub text: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ApproveArgs {
+    /// Configuration file, read for `[daemon] socket`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Deny the call instead; the reason, if given, is what the model reads.
+    #[arg(long, value_name = "REASON", num_args = 0..=1, default_missing_value = "")]
+    pub deny: Option<String>,
+    /// The run's id, or a unique prefix of it.
+    pub run: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -203,6 +234,18 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Cancel(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 runs::cancel(&c, &args.run).await
+            })
+            .await
+        }
+        Command::Reply(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                ask::reply(&c, &args).await
+            })
+            .await
+        }
+        Command::Approve(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                ask::approve(&c, &args).await
             })
             .await
         }

@@ -18,6 +18,11 @@ fn shorten(s: &str) -> String {
     }
 }
 
+/// " by uid N" for a decision a client made.
+fn by(uid: Option<u32>) -> String {
+    uid.map(|u| format!(" by uid {u}")).unwrap_or_default()
+}
+
 /// Prints the event's line on stderr, if it has one.
 pub fn print_event(event: &RunEvent) {
     if let Some(line) = event_line(event) {
@@ -63,6 +68,39 @@ fn raw_event_line(event: &RunEvent) -> Option<String> {
             format!("  stuck at step {step}: the agent repeated itself; warning it")
         }
         RunEvent::StepFinished { .. } => return None,
+        RunEvent::InputRequested {
+            plugin, question, ..
+        } => format!("  waiting: {plugin} asks: {}", shorten(question)),
+        RunEvent::InputReceived {
+            text,
+            by_uid,
+            timed_out,
+            ..
+        } => match (timed_out, text) {
+            (true, _) | (_, None) => "  no answer in time; the run goes on".to_string(),
+            (false, Some(t)) => format!("  answered{}: {}", by(*by_uid), shorten(t)),
+        },
+        RunEvent::ApprovalRequested {
+            tool, arguments, ..
+        } => format!("  waiting: approve {tool} {}?", shorten(arguments)),
+        RunEvent::ApprovalDecided {
+            tool,
+            decision,
+            reason,
+            by_uid,
+            timed_out,
+            ..
+        } => {
+            let what = match (decision, timed_out) {
+                (_, true) => "denied (no decision in time)".to_string(),
+                (crate::agent::Decision::Approve, _) => format!("approved{}", by(*by_uid)),
+                (crate::agent::Decision::Deny, _) => format!("denied{}", by(*by_uid)),
+            };
+            match reason {
+                Some(r) if !timed_out => format!("  {tool} {what}: {}", shorten(r)),
+                _ => format!("  {tool} {what}"),
+            }
+        }
         RunEvent::RunEnded {
             outcome,
             steps,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::signal::unix::{signal, SignalKind};
 
+use super::ask::Prompting;
 use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::{follow, Ending};
 use super::live::LiveStatus;
@@ -56,7 +57,8 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
     };
     let s = &view.summary;
     let mut progress = Progress::for_stderr(LiveStatus::new(s.state, s.created_at_ms, s.max_steps));
-    let ending = follow(client, &id, true, interrupts, &mut progress).await;
+    let mut view = Prompting::new(&mut progress, client.clone(), id.clone());
+    let ending = follow(client, &id, true, interrupts, &mut view).await;
     progress.finish();
     let outcome = match ending? {
         Ending::Ended(outcome) => outcome,

@@ -120,6 +120,10 @@ pub async fn run(args: RunArgs) -> i32 {
         cancel,
         events: local.event_sink(Arc::new(progress::print_event)),
         messages: Some(local.message_sink()),
+        // Nobody answers a local run's questions: they fail at once and
+        // calls that need approval are denied (the daemon's `agentd run`
+        // asks on the terminal).
+        human: None,
     };
     local.start();
     let record = match agent.run(&args.request, opts).await {

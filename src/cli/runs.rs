@@ -5,9 +5,11 @@ use serde_json::Value;
 
 use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::follow;
+use super::sanitize::terminal_safe;
 use super::table::{age, first_line, truncate, Table};
 use super::view::LogPrinter;
 use super::{out, transcript, RunsArgs};
+use crate::agent::Waiting;
 use crate::api::{RunList, RunSummary, RunView};
 use crate::time::now_ms;
 
@@ -26,6 +28,9 @@ pub async fn list(client: &Client, args: &RunsArgs) -> Result<i32, ClientError> 
     if let Some(before) = args.before {
         path.push_str(&format!("&before={before}"));
     }
+    if args.waiting {
+        path = "/v1/runs?state=waiting".to_string();
+    }
     let value: Value = client.get(&path).await?;
     if args.common.json {
         out::json(&value)?;
@@ -33,7 +38,18 @@ pub async fn list(client: &Client, args: &RunsArgs) -> Result<i32, ClientError> 
     }
     let list: RunList = from_value(&path, &value)?;
     if list.runs.is_empty() {
-        eprintln!("no runs");
+        eprintln!(
+            "{}",
+            if args.waiting {
+                "no run is waiting"
+            } else {
+                "no runs"
+            }
+        );
+        return Ok(0);
+    }
+    if args.waiting {
+        out::text(&waiting_table(&list.runs, now_ms()));
         return Ok(0);
     }
     out::text(&runs_table(&list.runs, now_ms()));
@@ -41,6 +57,36 @@ pub async fn list(client: &Client, args: &RunsArgs) -> Result<i32, ClientError> 
         eprintln!("(older runs: agentd runs --before {next})");
     }
     Ok(0)
+}
+
+/// `runs --waiting`: what each run waits for, and for how long already.
+pub fn waiting_table(runs: &[RunSummary], now_ms: i64) -> String {
+    let mut table = Table::new(["ID", "AGENT", "STEP", "WAITING", "FOR"]);
+    for r in runs {
+        let (since, what) = match &r.waiting {
+            Some(Waiting::Input {
+                plugin,
+                question,
+                since_ms,
+                ..
+            }) => (*since_ms, format!("{plugin} asks: {question}")),
+            Some(Waiting::Approval {
+                tool,
+                arguments,
+                since_ms,
+                ..
+            }) => (*since_ms, format!("approve {tool} {arguments}")),
+            None => (r.created_at_ms, "-".to_string()),
+        };
+        table.row(vec![
+            r.id.chars().take(SHORT_ID).collect(),
+            truncate(&r.agent, 20),
+            r.steps.to_string(),
+            age(since, now_ms),
+            first_line(&terminal_safe(&what), REQUEST_WIDTH),
+        ]);
+    }
+    table.render()
 }
 
 pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
@@ -222,6 +268,7 @@ mod tests {
             } else {
                 RunState::Running
             },
+            waiting: None,
             outcome,
             steps: 3,
             max_steps: Some(30),

@@ -150,6 +150,7 @@ mod tests {
                 request_truncated: false,
                 result_truncated: false,
                 state: RunState::Ended,
+                waiting: None,
                 outcome: Some(Outcome::Error),
                 steps: 2,
                 max_steps: Some(30),

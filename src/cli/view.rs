@@ -26,6 +26,8 @@ pub trait EventView {
     }
     /// Leaves the terminal clean for what is printed next.
     fn finish(&mut self) {}
+    /// Clears a status line so a prompt can be written in its place.
+    fn finish_line(&mut self) {}
 }
 
 /// `run`'s progress on stderr: the event lines, and on a terminal a status
@@ -95,6 +97,10 @@ impl EventView for Progress {
     fn finish(&mut self) {
         self.clear();
         self.live = None;
+    }
+
+    fn finish_line(&mut self) {
+        self.clear();
     }
 }
 

@@ -379,6 +379,8 @@ pub struct DaemonKeys {
     pub write_timeout: Option<f64>,
     /// Load plugins through symbolic links in the plugins folder.
     pub follow_symlinks: Option<bool>,
+    /// A run waiting for a person gives its `max_concurrent_runs` slot back.
+    pub release_waiting: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -430,4 +432,20 @@ pub struct AgentKeys {
     pub max_tool_calls_per_step: Option<u32>,
     /// This agent's `[daemon] max_host_calls_per_step`.
     pub max_host_calls_per_step: Option<u32>,
+    /// The tools whose calls wait for an operator's approval: a list of
+    /// names, or `"all"`.
+    pub approve: Option<ApproveKey>,
+    /// Seconds a question waits for a person (default an hour).
+    pub input_timeout: Option<f64>,
+    /// Seconds a held tool call waits for a decision before it is denied
+    /// (default an hour).
+    pub approval_timeout: Option<f64>,
+}
+
+/// `approve = ["bash"]` or `approve = "all"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ApproveKey {
+    Word(String),
+    Tools(Vec<String>),
 }

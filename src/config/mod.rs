@@ -21,7 +21,7 @@ use file::{AgentKeys, FileConfig, LlmKeys};
 pub use paths::{client_socket_path, default_config_path, default_socket_path, SYSTEM_SOCKET};
 
 use crate::agent::settings::{MESSAGE_FRAMING_BYTES, MIN_TOOL_RESULT_BYTES};
-use crate::agent::{AgentConfig, RunLimits};
+use crate::agent::{AgentConfig, Approve, RunLimits};
 use crate::daemon::settings::{
     DaemonConfig, McpServerConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HISTORY_DAYS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONNECTIONS,
@@ -102,6 +102,39 @@ fn apply_agent_keys(agent: &mut AgentConfig, k: &AgentKeys) {
         max_tool_calls_per_step,
         max_host_calls_per_step
     );
+}
+
+/// `[agents.X] approve`, `input_timeout` and `approval_timeout`.
+fn apply_human_keys(agent: &mut AgentConfig, k: &AgentKeys) -> Result<(), String> {
+    let name = &agent.name;
+    match &k.approve {
+        None => {}
+        Some(file::ApproveKey::Word(w)) if w == "all" => agent.approve = Approve::All,
+        Some(file::ApproveKey::Word(w)) => {
+            return Err(format!(
+                "[agents.{name}] approve must be a list of tool names or \"all\", not \"{w}\""
+            ))
+        }
+        Some(file::ApproveKey::Tools(tools)) if tools.is_empty() => {
+            agent.approve = Approve::Nothing
+        }
+        Some(file::ApproveKey::Tools(tools)) => agent.approve = Approve::Tools(tools.clone()),
+    }
+    for (value, key, slot) in [
+        (k.input_timeout, "input_timeout", &mut agent.input_timeout),
+        (
+            k.approval_timeout,
+            "approval_timeout",
+            &mut agent.approval_timeout,
+        ),
+    ] {
+        if let Some(t) = value {
+            *slot = seconds(t).ok_or_else(|| {
+                format!("[agents.{name}] {key} must be a positive number of seconds (at most a year), not {t}")
+            })?;
+        }
+    }
+    Ok(())
 }
 
 impl Config {
@@ -296,6 +329,7 @@ impl Config {
                 DEFAULT_BODY_TIMEOUT,
                 "body_timeout",
             )?,
+            release_waiting: f.daemon.release_waiting.unwrap_or(false),
             write_timeout: positive_seconds(
                 f.daemon.write_timeout,
                 DEFAULT_WRITE_TIMEOUT,
@@ -353,6 +387,7 @@ impl Config {
                     ))
                 })?);
             }
+            apply_human_keys(agent, keys).map_err(invalid)?;
         }
         for agent in agents.values() {
             if agent.max_steps == Some(0) {

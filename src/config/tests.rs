@@ -703,3 +703,52 @@ fn mcp_server_keys_have_defaults_and_refuse_typos_and_nonsense() {
     assert!(msg.starts_with("/etc/agentd/agentd.toml:3"), "{msg}");
     assert!(msg.contains("[mcp_server] idle_timeout"), "{msg}");
 }
+
+#[test]
+fn approvals_and_waits_are_set_per_agent() {
+    let c = parse(
+        "[daemon]\nrelease_waiting = true\n\n\
+         [agents.careful]\napprove = [\"bash\", \"python_execute\"]\ninput_timeout = 90\napproval_timeout = 0.5\n\n\
+         [agents.paranoid]\napprove = \"all\"\n\n\
+         [agents.trusting]\napprove = []\n",
+    )
+    .expect("valid");
+    assert!(c.daemon.release_waiting);
+    let careful = c.agent("careful").expect("agent");
+    assert_eq!(
+        careful.approve,
+        Approve::Tools(vec!["bash".into(), "python_execute".into()])
+    );
+    assert_eq!(careful.input_timeout, Duration::from_secs(90));
+    assert_eq!(careful.approval_timeout, Duration::from_millis(500));
+    assert_eq!(c.agent("paranoid").expect("agent").approve, Approve::All);
+    assert_eq!(
+        c.agent("trusting").expect("agent").approve,
+        Approve::Nothing
+    );
+    let manus = c.agent("manus").expect("agent");
+    assert_eq!(
+        manus.approve,
+        Approve::Nothing,
+        "approves nothing by default"
+    );
+    assert_eq!(manus.input_timeout, Duration::from_secs(3600));
+    assert!(!parse("").expect("valid").daemon.release_waiting);
+    for (text, words) in [
+        (
+            "[agents.a]\napprove = \"some\"\n",
+            "[agents.a] approve must be a list of tool names or \"all\"",
+        ),
+        (
+            "[agents.a]\ninput_timeout = 0\n",
+            "[agents.a] input_timeout",
+        ),
+        (
+            "[agents.a]\napproval_timeout = -1\n",
+            "[agents.a] approval_timeout",
+        ),
+    ] {
+        let e = parse(text).expect_err(text).to_string();
+        assert!(e.contains(words), "{text}: {e}");
+    }
+}

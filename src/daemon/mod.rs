@@ -316,8 +316,11 @@ fn spawn_pruning(history: History, days: u32) {
 }
 
 fn status_line(daemon: &Daemon) -> String {
-    let (queued, running) = daemon.runs.counts();
-    format!("{running} runs active, {queued} queued")
+    let c = daemon.runs.counts();
+    format!(
+        "{} runs active ({} waiting for a person), {} queued",
+        c.active, c.waiting, c.queued
+    )
 }
 
 /// systemd's `STATUS=`, refreshed when it changes.

@@ -23,11 +23,12 @@ use super::mcp_server::McpService;
 use super::paging::PageRequest;
 use super::peer::Caller;
 use super::plugin_install;
-use super::run_api::{self, CancelRunError, FindError, StartError};
+use super::run_api::{self, CancelRunError, FindError, ReplyRunError, StartError};
 use super::runs::CreateError;
 use super::state::{AgentLookupError, Daemon};
 use crate::api::{
-    AgentList, CacheStatus, CreateRun, EngineStatus, RunList, RunState, RunView, Status,
+    AgentList, ApproveRun, CacheStatus, CreateRun, EngineStatus, InputRun, RunList, RunState,
+    RunView, Status,
 };
 
 type Shared = State<Arc<Daemon>>;
@@ -68,6 +69,8 @@ pub fn router(
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/runs/{id}/events", get(run_events))
         .route("/v1/runs/{id}/cancel", post(cancel_run))
+        .route("/v1/runs/{id}/input", post(input_run))
+        .route("/v1/runs/{id}/approve", post(approve_run))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limits.max_bytes))
@@ -97,7 +100,7 @@ async fn method_not_allowed(request: Request) -> ApiError {
 }
 
 async fn status(State(d): Shared) -> Json<Status> {
-    let (queued, running) = d.runs.counts();
+    let counts = d.runs.counts();
     let sandbox_engine = match &d.docker {
         Some(docker) => {
             // Half a second: `GET /v1/status` is what an operator (and
@@ -128,8 +131,9 @@ async fn status(State(d): Shared) -> Json<Status> {
     Json(Status {
         version: env!("CARGO_PKG_VERSION").to_string(),
         uptime_s: d.uptime().as_secs_f64(),
-        runs_active: running,
-        runs_queued: queued,
+        runs_active: counts.active,
+        runs_waiting: counts.waiting,
+        runs_queued: counts.queued,
         plugins_loaded: snapshot.strategies.len() + snapshot.tools.len(),
         sandbox_engine,
         socket: d.socket.display().to_string(),
@@ -264,6 +268,9 @@ const QUEUE_FULL_RETRY_AFTER: &str = "5";
 struct ListQuery {
     limit: Option<u32>,
     before: Option<i64>,
+    /// `queued`, `running` or `waiting`: only the live runs in that state
+    /// (from memory: they are all there), newest first, unpaged.
+    state: Option<String>,
 }
 
 async fn list_runs(
@@ -271,6 +278,17 @@ async fn list_runs(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<RunList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(state) = &q.state {
+        return match RunState::parse(state) {
+            Some(state) if state != RunState::Ended => Ok(Json(RunList {
+                runs: d.runs.live_in(state),
+                next_before: None,
+            })),
+            _ => Err(ApiError::bad_request(format!(
+                "state must be queued, running or waiting, not `{state}` (ended runs are the rest of the list)"
+            ))),
+        };
+    }
     let mut list = d
         .history
         .list(q.limit.unwrap_or(50), q.before)
@@ -370,4 +388,60 @@ async fn cancel_run(
         Err(e @ CancelRunError::NotFound(_)) => Err(ApiError::not_found(e.to_string())),
         Err(CancelRunError::History(e)) => Err(ApiError::internal(e)),
     }
+}
+
+/// A request body read as JSON of type `T`, whatever its content type, with
+/// the shape the route expects named in the error.
+fn json_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    shape: &str,
+) -> Result<T, ApiError> {
+    let body =
+        body.map_err(|r| ApiError::bad_request(format!("cannot read the request body: {r}")))?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the body must be JSON {shape}: {e}")))
+}
+
+fn reply_error(e: ReplyRunError) -> ApiError {
+    match e {
+        ReplyRunError::NotFound(_) => ApiError::not_found(e.to_string()),
+        ReplyRunError::NotWaiting { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "not_waiting", e.to_string())
+        }
+        ReplyRunError::History(e) => ApiError::internal(e),
+    }
+}
+
+/// `POST /v1/runs/{id}/input`: the answer to the question the run waits on.
+/// Recorded with the caller's uid (its connection's credentials).
+async fn input_run(
+    State(d): Shared,
+    Path(id): Path<String>,
+    caller: Option<Extension<Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<RunView>, ApiError> {
+    let uid = caller.and_then(|Extension(c)| c.uid);
+    let input: InputRun = json_body(body, r#"{"text": "..."}"#)?;
+    run_api::answer(&d, &id, input.text, uid)
+        .await
+        .map(Json)
+        .map_err(reply_error)
+}
+
+/// `POST /v1/runs/{id}/approve`: the decision on the call the run holds.
+async fn approve_run(
+    State(d): Shared,
+    Path(id): Path<String>,
+    caller: Option<Extension<Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<RunView>, ApiError> {
+    let uid = caller.and_then(|Extension(c)| c.uid);
+    let a: ApproveRun = json_body(
+        body,
+        r#"{"call_id": "...", "decision": "approve" | "deny", "reason": "..."}"#,
+    )?;
+    run_api::decide(&d, &id, &a.call_id, a.decision, a.reason, uid)
+        .await
+        .map(Json)
+        .map_err(reply_error)
 }

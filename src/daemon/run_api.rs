@@ -5,8 +5,9 @@
 
 use super::history::HistoryError;
 use super::paging::PageRequest;
-use super::runs::{CancelError, CreateError};
+use super::runs::{CancelError, CreateError, LiveRun};
 use super::state::{AgentLookupError, Daemon};
+use crate::agent::human::{Decision, ReplyError};
 use crate::api::RunView;
 
 /// Why no run was started.
@@ -105,5 +106,68 @@ pub async fn cancel_run(d: &Daemon, id: &str) -> Result<RunView, CancelRunError>
             .into()),
             None => Err(CancelRunError::NotFound(id.to_string())),
         },
+    }
+}
+
+/// Why an answer (`POST /v1/runs/{id}/input` or `.../approve`) was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplyRunError {
+    #[error("no run `{0}`")]
+    NotFound(String),
+    /// The run ended, or waits for something else (or nothing).
+    #[error("run `{id}`: {reason}")]
+    NotWaiting { id: String, reason: String },
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// Gives the answer `text` to the question the live run `id` waits on.
+pub async fn answer(
+    d: &Daemon,
+    id: &str,
+    text: String,
+    by_uid: Option<u32>,
+) -> Result<RunView, ReplyRunError> {
+    let run = live_or_ended(d, id).await?;
+    reply(id, &run, run.answer(text, by_uid))
+}
+
+/// Decides on the call `call_id` the live run `id` holds for approval.
+pub async fn decide(
+    d: &Daemon,
+    id: &str,
+    call_id: &str,
+    decision: Decision,
+    reason: Option<String>,
+    by_uid: Option<u32>,
+) -> Result<RunView, ReplyRunError> {
+    let run = live_or_ended(d, id).await?;
+    reply(id, &run, run.decide(call_id, decision, reason, by_uid))
+}
+
+async fn live_or_ended(d: &Daemon, id: &str) -> Result<std::sync::Arc<LiveRun>, ReplyRunError> {
+    if let Some(run) = d.runs.get(id) {
+        return Ok(run);
+    }
+    match d.history.summary(id).await? {
+        Some(s) => Err(ReplyRunError::NotWaiting {
+            id: id.to_string(),
+            reason: format!(
+                "it already ended ({})",
+                s.outcome
+                    .map_or_else(|| "unknown".to_string(), |o| o.to_string())
+            ),
+        }),
+        None => Err(ReplyRunError::NotFound(id.to_string())),
+    }
+}
+
+fn reply(id: &str, run: &LiveRun, r: Result<(), ReplyError>) -> Result<RunView, ReplyRunError> {
+    match r {
+        Ok(()) => Ok(run.first_view()),
+        Err(ReplyError::NotWaiting(reason)) => Err(ReplyRunError::NotWaiting {
+            id: id.to_string(),
+            reason,
+        }),
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn, Instrument};
@@ -22,7 +22,8 @@ use super::event_log::EventLog;
 use super::history::{History, RunRow};
 use super::paging::{approx_size, PageRequest};
 use super::user_slots::{UserSlot, UserSlots};
-use crate::agent::{Agent, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
+use crate::agent::human::{Decision, ReplyError, WaitSlot};
+use crate::agent::{Agent, HumanChannel, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
 use crate::chat::Message;
 use crate::sync::LockExt;
@@ -37,6 +38,14 @@ pub struct LiveRun {
     cancel: CancellationToken,
     next_event: AtomicU64,
     publishing: Mutex<()>,
+    /// Where the run's questions and held calls wait for an answer from
+    /// `POST /v1/runs/{id}/input` and `.../approve`.
+    human: Arc<HumanChannel>,
+    /// The run's slot under `max_concurrent_runs`, once it has one.
+    slot: Arc<RunSlot>,
+    /// Set by a shutdown before it cancels the run: the run then ends
+    /// `interrupted` (it can be resumed), not `cancelled`.
+    interrupted: AtomicBool,
 }
 
 impl LiveRun {
@@ -75,6 +84,22 @@ impl LiveRun {
         self.summary.lock_unpoisoned().list_row()
     }
 
+    /// Answers the question the run waits on, for the client `by_uid`.
+    pub fn answer(&self, text: String, by_uid: Option<u32>) -> Result<(), ReplyError> {
+        self.human.answer(text, by_uid)
+    }
+
+    /// Decides on the call the run holds for approval, for the client `by_uid`.
+    pub fn decide(
+        &self,
+        call_id: &str,
+        decision: Decision,
+        reason: Option<String>,
+        by_uid: Option<u32>,
+    ) -> Result<(), ReplyError> {
+        self.human.decide(call_id, decision, reason, by_uid)
+    }
+
     /// Changes the summary and returns its row for the history: without
     /// the request (up to 1 MiB), which is not copied at every step.
     fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunRow {
@@ -82,6 +107,44 @@ impl LiveRun {
         f(&mut s);
         RunRow::from(&*s)
     }
+}
+
+/// A run's slot under `max_concurrent_runs`. With `[daemon]
+/// release_waiting` a run waiting for a person gives it back, so runs
+/// queued behind it can start, and takes one again (waiting like a queued
+/// run) once answered.
+struct RunSlot {
+    slots: Arc<Semaphore>,
+    permit: Mutex<Option<OwnedSemaphorePermit>>,
+    release_waiting: bool,
+}
+
+#[async_trait::async_trait]
+impl WaitSlot for RunSlot {
+    fn release(&self) {
+        if self.release_waiting {
+            self.permit.lock_unpoisoned().take();
+        }
+    }
+
+    async fn reacquire(&self) {
+        if !self.release_waiting || self.permit.lock_unpoisoned().is_some() {
+            return;
+        }
+        // Closed only never: the semaphore lives as long as the manager.
+        let permit = self.slots.clone().acquire_owned().await.ok();
+        *self.permit.lock_unpoisoned() = permit;
+    }
+}
+
+/// How many live runs are in each state, for `GET /v1/status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub queued: usize,
+    /// Running, waiting included: both have started and hold a sandbox.
+    pub active: usize,
+    /// Of `active`, those waiting for a person.
+    pub waiting: usize,
 }
 
 /// Why `POST /v1/runs` did not create a run.
@@ -120,6 +183,8 @@ pub struct RunManager {
     /// The same per uid of the client that created the run, so that one
     /// user (or one runaway script) cannot fill the queue for everyone.
     queued_by_user: UserSlots,
+    /// `[daemon] release_waiting`.
+    release_waiting: bool,
 }
 
 /// One place in the queue, given back when the run gets its slot or ends
@@ -145,9 +210,11 @@ impl RunManager {
         max_concurrent_runs: u32,
         max_queued_runs: usize,
         max_queued_runs_per_user: usize,
+        release_waiting: bool,
         bus: Arc<EventBus>,
     ) -> Self {
         RunManager {
+            release_waiting,
             queued: Arc::new(AtomicUsize::new(0)),
             max_queued: max_queued_runs,
             queued_by_user: UserSlots::new(max_queued_runs_per_user),
@@ -172,15 +239,34 @@ impl RunManager {
         self.lock_live().get(id).cloned()
     }
 
-    /// (queued, running) right now. A run that has ended but is still
-    /// being flushed is neither.
-    pub fn counts(&self) -> (usize, usize) {
+    /// Live runs by state right now. A run that has ended but is still
+    /// being flushed is in none.
+    pub fn counts(&self) -> RunCounts {
         let live = self.lock_live();
-        live.values().fold((0, 0), |(q, r), run| match run.state() {
-            RunState::Queued => (q + 1, r),
-            RunState::Running => (q, r + 1),
-            RunState::Ended => (q, r),
+        live.values().fold(RunCounts::default(), |mut c, run| {
+            match run.state() {
+                RunState::Queued => c.queued += 1,
+                RunState::Running => c.active += 1,
+                RunState::Waiting => {
+                    c.active += 1;
+                    c.waiting += 1;
+                }
+                RunState::Ended => {}
+            }
+            c
         })
+    }
+
+    /// The live runs in `state`, newest first, as list rows.
+    pub fn live_in(&self, state: RunState) -> Vec<RunSummary> {
+        let mut rows: Vec<RunSummary> = self
+            .lock_live()
+            .values()
+            .filter(|r| r.state() == state)
+            .map(|r| r.list_row())
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.seq));
+        rows
     }
 
     /// Takes a place in the queue for a run of `uid`, or says that the
@@ -237,6 +323,11 @@ impl RunManager {
         }
         let place = self.take_queue_place(uid)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
+        let slot = Arc::new(RunSlot {
+            slots: self.slots.clone(),
+            permit: Mutex::new(None),
+            release_waiting: self.release_waiting,
+        });
         let summary =
             RunSummary::queued(&id, self.history.next_seq(), &agent.config().name, &request);
         let run = Arc::new(LiveRun {
@@ -247,6 +338,9 @@ impl RunManager {
             cancel: CancellationToken::new(),
             next_event: AtomicU64::new(1),
             publishing: Mutex::new(()),
+            human: Arc::new(HumanChannel::new(slot.clone())),
+            slot,
+            interrupted: AtomicBool::new(false),
         });
         self.lock_live().insert(id.clone(), run.clone());
         self.history.create_run(&summary);
@@ -305,11 +399,13 @@ impl RunManager {
             s.started_at_ms = Some(now_ms());
         });
         self.history.save_run(started);
+        *run.slot.permit.lock_unpoisoned() = Some(permit);
         let opts = RunOptions {
             run_id: Some(run.id.clone()),
             cancel: run.cancel.clone(),
             events: self.event_sink(&run),
             messages: Some(self.message_sink(&run)),
+            human: Some(run.human.clone()),
         };
         // In its own task so that a panic anywhere below still ends the run
         // with a record instead of leaving it `running` forever.
@@ -335,15 +431,24 @@ impl RunManager {
                 )
             }
         };
-        drop(permit);
+        run.slot.permit.lock_unpoisoned().take();
         self.finish(&run, record).await;
     }
 
     /// Records the end, publishes `run_ended`, waits until it is on disk
     /// (however long a full disk takes to recover: meanwhile the run is
     /// served from memory), and only then lets the run leave memory.
-    async fn finish(&self, run: &Arc<LiveRun>, record: RunRecord) {
-        let ended = run.update(|s| s.end(&record));
+    async fn finish(&self, run: &Arc<LiveRun>, mut record: RunRecord) {
+        if record.outcome == Outcome::Cancelled && run.interrupted.load(Ordering::SeqCst) {
+            // Cut short by a shutdown, not by anyone's cancel: it can be
+            // resumed after the restart.
+            record.outcome = Outcome::Interrupted;
+            record.error = Some(SHUTDOWN_INTERRUPTED.to_string());
+        }
+        let ended = run.update(|s| {
+            s.end(&record);
+            s.waiting = None;
+        });
         let agent = ended.agent.clone();
         self.history.save_run(ended);
         self.publish(
@@ -403,6 +508,23 @@ impl RunManager {
                     });
                     me.history.save_run(s);
                 }
+                // The channel holds the wait before the event is emitted,
+                // so the summary can show what to answer.
+                RunEvent::InputRequested { .. } | RunEvent::ApprovalRequested { .. } => {
+                    let waiting = run.human.waiting();
+                    let s = run.update(|s| {
+                        s.state = RunState::Waiting;
+                        s.waiting = waiting;
+                    });
+                    me.history.save_run(s);
+                }
+                RunEvent::InputReceived { .. } | RunEvent::ApprovalDecided { .. } => {
+                    let s = run.update(|s| {
+                        s.state = RunState::Running;
+                        s.waiting = None;
+                    });
+                    me.history.save_run(s);
+                }
                 _ => {}
             }
             me.publish(&run, event.clone());
@@ -441,16 +563,20 @@ impl RunManager {
         Some(Ok(view))
     }
 
-    /// SIGTERM: refuse new runs, cancel queued ones, give running ones
-    /// `grace`, then cancel them and wait until each has removed its sandbox
-    /// and recorded its end.
+    /// SIGTERM: refuse new runs, cancel queued ones, interrupt those
+    /// waiting for a person at once (nobody answers a daemon going down),
+    /// give running ones `grace`, then interrupt them too, and wait until
+    /// each has removed its sandbox and recorded its end. An interrupted
+    /// run ends `interrupted` and can be resumed after the restart.
     pub async fn shut_down(&self, grace: Duration) {
         self.accepting.store(false, Ordering::SeqCst);
         self.tasks.close();
         let live: Vec<_> = self.lock_live().values().cloned().collect();
         for run in &live {
-            if run.state() == RunState::Queued {
-                run.cancel.cancel();
+            match run.state() {
+                RunState::Queued => run.cancel.cancel(),
+                RunState::Waiting => run.interrupt(),
+                _ => {}
             }
         }
         if tokio::time::timeout(grace, self.tasks.wait())
@@ -463,7 +589,7 @@ impl RunManager {
                 "shutdown grace elapsed: cancelling the runs still going"
             );
             for run in left {
-                run.cancel.cancel();
+                run.interrupt();
             }
             // Cancelled runs end within a step's worth of host work plus a
             // container removal; a bound keeps a wedged engine from
@@ -479,6 +605,18 @@ impl RunManager {
         if let Err(e) = self.history.flush().await {
             warn!(error = %e, "shutting down with run history writes not committed");
         }
+    }
+}
+
+/// The error of a run a shutdown cut short.
+const SHUTDOWN_INTERRUPTED: &str =
+    "agentd shut down while the run was in flight; resume it with `agentd resume`";
+
+impl LiveRun {
+    /// Ends the run as `interrupted` (a shutdown's doing).
+    fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
     }
 }
 

@@ -83,6 +83,13 @@ pub struct DaemonConfig {
     /// A connection whose client takes none of a response's bytes for this
     /// long is closed (a follower that stopped reading).
     pub write_timeout: Duration,
+    /// Whether a run waiting for a person (a question, an approval) gives
+    /// its `max_concurrent_runs` slot back while it waits, and waits for a
+    /// slot again once answered. Off by default: a waiting run keeps its
+    /// sandbox (and its memory) either way, so releasing the slot lets more
+    /// sandboxes exist than `max_concurrent_runs`, and an answered run may
+    /// wait behind queued ones before it goes on.
+    pub release_waiting: bool,
     /// Whether a symbolic link in the plugins folder is loaded. Off by
     /// default: a link lets whoever controls its target change the code the
     /// daemon runs, outside the folder whose permissions are checked.

@@ -154,6 +154,7 @@ impl Daemon {
             p.config.daemon.max_concurrent_runs,
             p.config.daemon.max_queued_runs,
             p.config.daemon.max_queued_runs_per_user,
+            p.config.daemon.release_waiting,
             p.bus.clone(),
         ));
         let generation = Generation::new(

@@ -79,6 +79,13 @@ pub trait RunHost: Send + Sync {
     /// step's call limit, arguments over their limit). Enforced here, in
     /// the host, so a strategy cannot get around it.
     fn admit_tool_call(&self, call: &ToolCall) -> Result<(), String>;
+    /// Asked after [`Self::admit_tool_call`], with the step clock paused:
+    /// a call the operator must approve first waits here for the decision.
+    /// `Err` carries the observation of a denied call ("denied by the
+    /// operator: ..."). Most runs approve nothing, hence the default.
+    async fn approve_tool_call(&self, _call: &ToolCall) -> Result<(), String> {
+        Ok(())
+    }
     /// A tool call is about to run (the loop reports it).
     fn tool_started(&self, call: &ToolCall);
     /// A tool call ended with `output` (its result, or its error's text);

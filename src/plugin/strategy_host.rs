@@ -212,6 +212,16 @@ impl agent::Host for StrategyState {
             // reason (toolcall makes it the model's observation).
             return Ok(Err(error(ErrorCode::InvalidInput, reason)));
         }
+        let approved = {
+            // Waiting for an operator is not plugin time.
+            let _paused = self.clock.pause();
+            self.host.approve_tool_call(&call).await
+        };
+        if let Err(observation) = approved {
+            // Not run: the strategy gets the operator's refusal as the
+            // call's error, which toolcall makes the model's observation.
+            return Ok(Err(error(ErrorCode::Failed, observation)));
+        }
         self.host.tool_started(&call);
         let result = {
             // The tool's own time counts, under its name.

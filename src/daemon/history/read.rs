@@ -349,6 +349,7 @@ impl RawRun {
             request: self.request,
             request_truncated: self.request_truncated,
             state,
+            waiting: None,
             outcome,
             steps: self.steps,
             max_steps: self.max_steps,

@@ -16,6 +16,7 @@ fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
         request_truncated: false,
         result_truncated: false,
         state,
+        waiting: None,
         outcome: ended.then_some(Outcome::Finished),
         steps: 2,
         max_steps: Some(10),
@@ -104,6 +105,7 @@ async fn roundtrip_of_a_run_with_messages_and_events() {
     }
     let ended = RunSummary {
         state: RunState::Ended,
+        waiting: None,
         outcome: Some(Outcome::TokenLimit),
         result: Some("Step 1: done".into()),
         error: Some("budget".into()),
@@ -1012,6 +1014,7 @@ async fn a_runs_end_is_kept_past_the_pending_bound_while_events_are_dropped() {
     }
     let ended = RunSummary {
         state: RunState::Ended,
+        waiting: None,
         outcome: Some(Outcome::Finished),
         steps: 1,
         // Larger than a small event: it would not fit either.

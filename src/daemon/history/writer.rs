@@ -492,15 +492,14 @@ fn insert_event(
         .map(drop)
 }
 
-/// Ends every run left queued or running, with a final `run_ended` event
+/// Ends every run left unended (queued, running, waiting), with a final `run_ended` event
 /// numbered after the run's last one (1 when it has none: seqs start at 1).
 fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
     let unfinished: Vec<(String, u32)> = conn
-        .prepare_cached("SELECT id, steps FROM runs WHERE state IN (?1, ?2) ORDER BY seq")?
-        .query_map(
-            params![RunState::Queued.as_str(), RunState::Running.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?
+        .prepare_cached("SELECT id, steps FROM runs WHERE state != ?1 ORDER BY seq")?
+        .query_map(params![RunState::Ended.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     for (id, steps) in &unfinished {
         conn.prepare_cached(
