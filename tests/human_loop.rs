@@ -558,3 +558,142 @@ async fn agentd_run_on_a_terminal_asks_y_or_n() {
             .any(|c| c.contains("approved-on-a-tty")));
     });
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_human_is_answered_through_the_api_and_agentd_reply_or_times_out() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "ask over the api",
+        [
+            Reply::call("ask_human", r#"{"inquire":"Which branch?"}"#),
+            Reply::terminate(),
+        ],
+    );
+    llm.push_for(
+        "ask in a pipe",
+        [
+            Reply::call("ask_human", r#"{"inquire":"Which colour?"}"#),
+            Reply::terminate(),
+        ],
+    );
+    llm.push_for(
+        "nobody answers",
+        [
+            Reply::call("ask_human", r#"{"inquire":"Anyone?"}"#),
+            Reply::terminate(),
+        ],
+    );
+    let extra =
+        "\n[agents.impatient]\nstrategy = \"toolcall\"\ntools = [\"ask_human\", \"terminate\"]\n\
+                 input_timeout = 0.3\nmax_steps = 4\n";
+    tokio::task::block_in_place(|| {
+        let d = start(&llm, extra);
+        let id = d.create_run("asker", "ask over the api");
+        let w = waiting(&d, &id);
+        assert_eq!(w["kind"], "input", "{w}");
+        assert_eq!(w["question"], "Which branch?");
+        assert_eq!(w["plugin"], "ask_human");
+        let (status, v) = d.post(
+            &format!("/v1/runs/{id}/approve"),
+            r#"{"call_id":"c","decision":"approve"}"#,
+        );
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (409, Some("not_waiting")),
+            "{v}"
+        );
+        let (status, v) = d.post(&format!("/v1/runs/{id}/input"), r#"{"text":"release-2.x"}"#);
+        assert_eq!(status, 200, "{v}");
+        let record = d.wait_run(&id, Duration::from_secs(60));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        assert!(
+            tool_contents(&record)
+                .iter()
+                .any(|c| c.contains("release-2.x")),
+            "{record}"
+        );
+        let events = d.events(&id);
+        let asked = of_type(&events, "input_requested");
+        assert_eq!(asked.len(), 1, "{events:?}");
+        let answered = of_type(&events, "input_received");
+        assert_eq!(answered[0]["id"], asked[0]["id"]);
+        assert_eq!(answered[0]["text"], "release-2.x");
+        assert_eq!(answered[0]["by_uid"], my_uid());
+        // Answering an ended run is a 409 too.
+        let (status, v) = d.post(&format!("/v1/runs/{id}/input"), r#"{"text":"late"}"#);
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (409, Some("not_waiting")),
+            "{v}"
+        );
+
+        // `agentd run` in a pipe prints how to answer; `agentd reply` does.
+        let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args([
+                "--socket",
+                d.socket.to_str().unwrap(),
+                "run",
+                "asker",
+                "ask in a pipe",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agentd run");
+        let mut stderr = std::io::BufReader::new(run.stderr.take().unwrap());
+        let mut seen = String::new();
+        let hint = loop {
+            let mut line = String::new();
+            let n = std::io::BufRead::read_line(&mut stderr, &mut line).expect("read");
+            assert!(n > 0, "agentd run ended without the hint: {seen}");
+            seen.push_str(&line);
+            if line.contains("agentd reply") {
+                break line;
+            }
+        };
+        assert!(
+            seen.contains("Which colour?"),
+            "the question is shown: {seen}"
+        );
+        let id = hint
+            .split_whitespace()
+            .find(|w| w.len() >= 12 && w.chars().all(|c| c.is_ascii_hexdigit()))
+            .expect("the run id in the hint")
+            .to_string();
+        let reply = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args([
+                "--socket",
+                d.socket.to_str().unwrap(),
+                "reply",
+                &id[..12],
+                "teal",
+            ])
+            .output()
+            .expect("agentd reply");
+        assert!(reply.status.success(), "{reply:?}");
+        let out = run.wait_with_output().expect("agentd run");
+        assert!(out.status.success(), "{out:?}");
+        let record = d.wait_run(&id, Duration::from_secs(10));
+        assert!(
+            tool_contents(&record).iter().any(|c| c.contains("teal")),
+            "{record}"
+        );
+
+        // Nobody answers within input_timeout: the tool says so, the run goes on.
+        let id = d.create_run("impatient", "nobody answers");
+        let record = d.wait_run(&id, Duration::from_secs(60));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        let tools = tool_contents(&record);
+        assert!(
+            tools
+                .iter()
+                .any(|c| c.contains("no answer within 300ms (input_timeout)")),
+            "{tools:?}"
+        );
+        let events = d.events(&id);
+        let answered = of_type(&events, "input_received");
+        assert_eq!(answered[0]["timed_out"], true, "{events:?}");
+        assert!(answered[0]["text"].is_null());
+    });
+}

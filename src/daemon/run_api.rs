@@ -129,7 +129,7 @@ pub async fn answer(
     by_uid: Option<u32>,
 ) -> Result<RunView, ReplyRunError> {
     let run = live_or_ended(d, id).await?;
-    reply(id, &run, run.answer(text, by_uid))
+    reply(id, &run, run.human().answer(text, by_uid))
 }
 
 /// Decides on the call `call_id` the live run `id` holds for approval.
@@ -142,7 +142,11 @@ pub async fn decide(
     by_uid: Option<u32>,
 ) -> Result<RunView, ReplyRunError> {
     let run = live_or_ended(d, id).await?;
-    reply(id, &run, run.decide(call_id, decision, reason, by_uid))
+    reply(
+        id,
+        &run,
+        run.human().decide(call_id, decision, reason, by_uid),
+    )
 }
 
 async fn live_or_ended(d: &Daemon, id: &str) -> Result<std::sync::Arc<LiveRun>, ReplyRunError> {

@@ -22,7 +22,7 @@ use super::event_log::EventLog;
 use super::history::{History, RunRow};
 use super::paging::{approx_size, PageRequest};
 use super::user_slots::{UserSlot, UserSlots};
-use crate::agent::human::{Decision, ReplyError, WaitSlot};
+use crate::agent::human::WaitSlot;
 use crate::agent::{Agent, HumanChannel, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
 use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
 use crate::chat::Message;
@@ -84,20 +84,10 @@ impl LiveRun {
         self.summary.lock_unpoisoned().list_row()
     }
 
-    /// Answers the question the run waits on, for the client `by_uid`.
-    pub fn answer(&self, text: String, by_uid: Option<u32>) -> Result<(), ReplyError> {
-        self.human.answer(text, by_uid)
-    }
-
-    /// Decides on the call the run holds for approval, for the client `by_uid`.
-    pub fn decide(
-        &self,
-        call_id: &str,
-        decision: Decision,
-        reason: Option<String>,
-        by_uid: Option<u32>,
-    ) -> Result<(), ReplyError> {
-        self.human.decide(call_id, decision, reason, by_uid)
+    /// The run's channel to a person: `POST .../input` and `.../approve`
+    /// answer through it.
+    pub fn human(&self) -> &HumanChannel {
+        &self.human
     }
 
     /// Changes the summary and returns its row for the history: without
