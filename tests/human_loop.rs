@@ -560,6 +560,7 @@ async fn agentd_run_on_a_terminal_asks_y_or_n() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the ask_human plugin, which lands with contract 0.2.2"]
 async fn ask_human_is_answered_through_the_api_and_agentd_reply_or_times_out() {
     let llm = FakeLlm::start().await.expect("fake llm");
     llm.push_for(
