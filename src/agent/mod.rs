@@ -15,6 +15,7 @@ pub mod events;
 pub mod limits;
 pub mod memory;
 pub mod outcome;
+pub mod resume;
 pub mod run;
 pub mod settings;
 pub mod stuck;
@@ -22,6 +23,7 @@ pub mod tool_provider;
 
 pub use events::{EventSink, MessageSink, RunEvent};
 pub use outcome::{AgentState, Outcome, RunRecord};
+pub use resume::{Checkpoint, CheckpointHook, Prior};
 pub use run::{Agent, AgentError, RunOptions, Runtime};
 pub use settings::{AgentConfig, RunLimits};
 pub use tool_provider::{NoToolProvider, ToolProvider, MCP_PREFIX};

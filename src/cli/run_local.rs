@@ -120,6 +120,7 @@ pub async fn run(args: RunArgs) -> i32 {
         cancel,
         events: local.event_sink(Arc::new(progress::print_event)),
         messages: Some(local.message_sink()),
+        ..RunOptions::default()
     };
     local.start();
     let record = match agent.run(&args.request, opts).await {
