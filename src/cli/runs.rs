@@ -231,6 +231,7 @@ mod tests {
             created_at_ms: 0,
             started_at_ms: None,
             ended_at_ms: None,
+            resume: Default::default(),
         }
     }
 

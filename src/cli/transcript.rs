@@ -162,6 +162,7 @@ mod tests {
                 created_at_ms: 0,
                 started_at_ms: Some(1_000),
                 ended_at_ms: Some(5_500),
+                resume: Default::default(),
             },
             messages: vec![
                 Message::system("be brief"),
