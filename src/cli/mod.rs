@@ -14,6 +14,7 @@ mod out;
 mod plugin_kit;
 mod progress;
 mod remote_run;
+mod resume;
 mod run_local;
 mod runs;
 mod sanitize;
@@ -57,6 +58,8 @@ pub enum Command {
     Logs(LogsArgs),
     /// Cancel a run.
     Cancel(CancelArgs),
+    /// Continue an ended run in a new run, from its last completed step.
+    Resume(ResumeArgs),
     /// List the agents the daemon can run.
     Agents(JsonArgs),
     /// List the plugins found in the plugins folder.
@@ -162,6 +165,25 @@ pub struct CancelArgs {
     pub run: String,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ResumeArgs {
+    /// Configuration file, read for `[daemon] socket`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Steps the new run may take (default: what is left of the agent's
+    /// step limit, at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: Option<u32>,
+    /// Print the new run's record as JSON instead of its result.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the new run's id and leave it running in the daemon.
+    #[arg(long)]
+    pub detach: bool,
+    /// The run to resume: its id, or a unique prefix of it.
+    pub run: String,
+}
+
 /// Runs the parsed command and returns the process exit status.
 pub async fn main(cli: Cli) -> i32 {
     let socket = cli.socket;
@@ -203,6 +225,12 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Cancel(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 runs::cancel(&c, &args.run).await
+            })
+            .await
+        }
+        Command::Resume(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                resume::resume(&c, &args).await
             })
             .await
         }
