@@ -46,6 +46,39 @@ pub struct ApproveRun {
     pub reason: Option<String>,
 }
 
+/// `POST /v1/runs/{id}/resume`; the body may be empty.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRun {
+    /// Steps the new run may take after the old run's (at least 1);
+    /// default: what is left of the agent's step limit, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+}
+
+/// How a run is linked to the run it resumed and to the run that resumed
+/// it (`POST /v1/runs/{id}/resume`). Links are one to one: a run is resumed
+/// at most once. Flattened into [`RunSummary`]; every field is absent when
+/// it does not apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumeLinks {
+    /// The run this one continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+    /// Steps that run had completed when this one took over: this run's
+    /// first step is `resumed_at_step + 1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at_step: Option<u32>,
+    /// How many messages at the start of this run's transcript are copies
+    /// of that run's (its request first): where `agentd show` marks the
+    /// resumption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_messages: Option<u32>,
+    /// The run that continues this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_by: Option<String>,
+}
+
 /// Where a run is in its life. `outcome` says how an `ended` run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -122,6 +155,9 @@ pub struct RunSummary {
     pub started_at_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at_ms: Option<i64>,
+    /// Its links to the run it resumed and the run that resumed it.
+    #[serde(flatten)]
+    pub resume: ResumeLinks,
 }
 
 impl RunSummary {
@@ -158,6 +194,7 @@ impl RunSummary {
             created_at_ms: crate::time::now_ms(),
             started_at_ms: None,
             ended_at_ms: None,
+            resume: ResumeLinks::default(),
         }
     }
 }
@@ -204,6 +241,7 @@ impl RunSummary {
             created_at_ms: self.created_at_ms,
             started_at_ms: self.started_at_ms,
             ended_at_ms: self.ended_at_ms,
+            resume: self.resume.clone(),
         }
     }
 
@@ -391,7 +429,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Stable, for scripts: `bad_request`, `not_found`, `unknown_agent`,
     /// `conflict`, `payload_too_large`, `forbidden`, `shutting_down`,
-    /// `queue_full`, `too_many_connections`, `request_timeout`, `internal`.
+    /// `queue_full`, `too_many_connections`, `request_timeout`, `internal`;
+    /// resuming a run adds `not_resumable`, `run_live`, `already_resumed`.
     pub code: String,
     /// For people; may change between versions.
     pub message: String,
@@ -741,6 +780,32 @@ mod wire_tests {
         .expect("json");
         expected.push(b'\n');
         assert_eq!(event_line(7, 123, &json), expected);
+    }
+
+    #[test]
+    fn resume_links_keep_their_names_and_are_absent_when_unset() {
+        let mut run = RunSummary::queued("r2", 2, "coder", "fix it");
+        run.created_at_ms = AT;
+        let plain = serde_json::to_value(&run).expect("json");
+        assert!(
+            plain
+                .as_object()
+                .expect("object")
+                .keys()
+                .all(|k| !k.starts_with("resumed")),
+            "{plain}"
+        );
+        run.resume = ResumeLinks {
+            resumed_from: Some("r1".into()),
+            resumed_at_step: Some(3),
+            resumed_messages: Some(9),
+            resumed_by: Some("r3".into()),
+        };
+        assert_wire(
+            run,
+            r#"{"id":"r2","seq":2,"agent":"coder","request":"fix it","state":"queued","steps":0,"error":null,"usage":{"prompt_tokens":0,"completion_tokens":0},"created_at_ms":1700000000000,"resumed_from":"r1","resumed_at_step":3,"resumed_messages":9,"resumed_by":"r3"}"#,
+        );
+        assert_wire(ResumeRun { steps: Some(2) }, r#"{"steps":2}"#);
     }
 
     #[test]

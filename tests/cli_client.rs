@@ -95,6 +95,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             created_at_ms: 1_700_000_000_000,
             started_at_ms: Some(1_700_000_000_100),
             ended_at_ms: outcome.map(|_| 1_700_000_001_000),
+            resume: Default::default(),
         },
         messages: vec![Message::user("hi")],
         paging: Default::default(),

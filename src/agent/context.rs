@@ -19,6 +19,7 @@ use super::events::{EventSink, MessageSink, RunEvent};
 use super::human::{human_duration, Decision, HumanChannel, Reply, Waiting};
 use super::limits::{event_bytes, human_bytes, message_bytes, truncate_with_note};
 use super::memory::Memory;
+use super::resume::{Checkpoint, CheckpointHook, Prior};
 use super::settings::{RunLimits, RunSettings};
 use super::stuck::{self, is_stuck};
 use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
@@ -49,6 +50,8 @@ pub struct RunContext {
     /// Where the run's questions and held tool calls wait for a person;
     /// `None` when nobody can be reached (asks fail, held calls are denied).
     human: Option<Arc<HumanChannel>>,
+    /// The caller's hook at the end of each completed step.
+    checkpoint_hook: Option<CheckpointHook>,
 }
 
 struct RunState {
@@ -80,6 +83,9 @@ struct RunState {
     /// the current one: neither counts against `max_run_time`.
     waited: Duration,
     waiting_since: Option<Instant>,
+    /// Messages of the run's transcript so far (a resumed run's count from
+    /// the first message it started from): where a checkpoint ends.
+    transcript_len: u32,
 }
 
 /// What the loop does next, decided under one lock.
@@ -158,9 +164,11 @@ impl RunContext {
                 stripped_calls: HashMap::new(),
                 waited: Duration::ZERO,
                 waiting_since: None,
+                transcript_len: 0,
             }),
             stop: CancellationToken::new(),
             human: None,
+            checkpoint_hook: None,
         }
     }
 
@@ -259,6 +267,21 @@ impl RunContext {
                     human_duration(timeout)
                 )))
             }
+        }
+    }
+
+    /// The same run, calling `hook` at the end of each completed step
+    /// ([`Self::checkpoint_step`]).
+    pub fn with_checkpoint_hook(mut self, hook: Option<CheckpointHook>) -> Self {
+        self.checkpoint_hook = hook;
+        self
+    }
+
+    /// Hands the end of the step just recorded to the caller's hook and
+    /// waits for it (the daemon makes the step durable there).
+    pub async fn checkpoint_step(&self) {
+        if let Some(hook) = &self.checkpoint_hook {
+            hook(self.checkpoint()).await;
         }
     }
 
@@ -425,7 +448,11 @@ impl RunContext {
     /// message of the transcript).
     pub fn pin_request(&self, request: &str) -> Result<(), MessageError> {
         let message = Message::user(request);
-        self.lock().memory.pin_request(message.clone())?;
+        {
+            let mut st = self.lock();
+            st.memory.pin_request(message.clone())?;
+            st.transcript_len += 1;
+        }
         if let Some(sink) = &self.messages {
             sink(&message);
         }
@@ -500,6 +527,54 @@ impl RunContext {
             usage: st.usage,
         }
     }
+
+    /// Instead of [`Self::pin_request`] for a resumed run: the prior
+    /// transcript's first message is pinned as the request and the others
+    /// are added to the window in order, so the memory (and with it the
+    /// next request) is the one the earlier run had after its last
+    /// completed step; the step counter and a stuck warning owed to the
+    /// next step carry over. The messages are not handed to the message
+    /// sink: they are the caller's already (the daemon copies them into the
+    /// new run's transcript when it creates the run). They count against
+    /// `max_run_bytes`, which bounds what this run keeps.
+    pub fn restore(&self, prior: &Prior) -> Result<(), String> {
+        let Some((request, rest)) = prior.messages.split_first() else {
+            return Err("the run to resume has no messages, not even its request".into());
+        };
+        if request.role != Role::User {
+            return Err(format!(
+                "the run to resume starts with a `{}` message, not its request",
+                request.role
+            ));
+        }
+        let mut st = self.lock();
+        for m in &prior.messages {
+            self.charge(&mut st, message_bytes(m))?;
+        }
+        st.memory
+            .pin_request(request.clone())
+            .map_err(|e| format!("the request of the run to resume: {e}"))?;
+        for (i, m) in rest.iter().enumerate() {
+            st.memory
+                .add(m.clone())
+                .map_err(|e| format!("message {} of the run to resume: {e}", i + 1))?;
+        }
+        st.current_step = prior.steps;
+        st.warning_step = prior.stuck_warning.then(|| prior.steps.saturating_add(1));
+        st.transcript_len = u32::try_from(prior.messages.len()).unwrap_or(u32::MAX);
+        Ok(())
+    }
+
+    /// Where the step that just completed leaves the run, for the
+    /// checkpoint hook: read after [`Self::record_step`].
+    pub fn checkpoint(&self) -> Checkpoint {
+        let st = self.lock();
+        Checkpoint {
+            steps: st.current_step,
+            messages: st.transcript_len,
+            stuck_warning: st.warning_step == Some(st.current_step.saturating_add(1)),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -551,6 +626,7 @@ impl RunHost for RunContext {
             self.charge(&mut st, size)
                 .map_err(AddMessageError::OverLimit)?;
             st.memory.add(message)?;
+            st.transcript_len += 1;
             st.current_step
         };
         if let (Some(sink), Some(copy)) = (&self.messages, copy) {

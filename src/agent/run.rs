@@ -13,6 +13,7 @@ use super::counted_sandbox::CountedSandbox;
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
 use super::human::HumanChannel;
 use super::outcome::{AgentState, Outcome, RunRecord};
+use super::resume::{CheckpointHook, Prior};
 use super::settings::{resolve, RunLimits, RunSettings};
 use super::tool_provider::ToolProvider;
 use crate::agent::AgentConfig;
@@ -68,6 +69,12 @@ pub struct RunOptions {
     /// daemon's API, a terminal); `None`: nobody can be reached, so a
     /// question fails at once and a call that needs approval is denied.
     pub human: Option<Arc<HumanChannel>>,
+    /// Resume an earlier run: start from its transcript and step count
+    /// instead of from the request alone (`agent::resume`).
+    pub prior: Option<Prior>,
+    /// Awaited at the end of each completed step, before the next one
+    /// begins: where the caller makes the step durable.
+    pub checkpoint: Option<CheckpointHook>,
 }
 
 impl Default for RunOptions {
@@ -78,6 +85,8 @@ impl Default for RunOptions {
             events: discard_events(),
             messages: None,
             human: None,
+            prior: None,
+            checkpoint: None,
         }
     }
 }
@@ -200,8 +209,12 @@ impl Agent {
                 // its own is not there.
                 let (settings, _) = resolve(&self.config, None);
                 let ctx = Arc::new(self.context(&run_id, settings, &opts, Vec::new()));
-                // The request is still recorded: nothing the user sent is lost.
-                let _ = ctx.pin_request(request);
+                // The request (or the transcript resumed from) is still
+                // recorded: nothing the user sent is lost.
+                let _ = match &opts.prior {
+                    Some(prior) => ctx.restore(prior),
+                    None => ctx.pin_request(request).map_err(|e| e.to_string()),
+                };
                 let builder = RecordBuilder::new(ctx, request);
                 if opts.cancel.is_cancelled() {
                     builder.ended(Outcome::Cancelled, None)
@@ -292,6 +305,7 @@ impl Agent {
             opts.messages.clone(),
         )
         .with_human(opts.human.clone())
+        .with_checkpoint_hook(opts.checkpoint.clone())
     }
 
     async fn execute(
@@ -306,9 +320,13 @@ impl Agent {
         let Resolved {
             strategy,
             tools,
-            settings,
+            mut settings,
             hosted: _,
         } = resolved;
+        if let Some(prior) = &opts.prior {
+            // A resumed run continues the earlier one's numbering.
+            settings.max_steps = prior.step_limit(settings.max_steps);
+        }
         let tools = RunTools {
             plugins: tools,
             hosted,
@@ -326,10 +344,15 @@ impl Agent {
             strategy: strategy.meta.name.clone(),
             strategy_version: strategy.meta.version.clone(),
         });
-        if let Err(e) = ctx.pin_request(request) {
-            return builder.ended(Outcome::Error, Some(e.to_string()));
+        let started = match &opts.prior {
+            Some(prior) => ctx.restore(prior),
+            None => ctx.pin_request(request).map_err(|e| e.to_string()),
+        };
+        if let Err(e) = started {
+            return builder.ended(Outcome::Error, Some(e));
         }
-        info!(max_steps, strategy = %strategy.meta.name, version = %strategy.meta.version, "run started");
+        info!(max_steps, strategy = %strategy.meta.name, version = %strategy.meta.version,
+            resumed_at_step = opts.prior.as_ref().map(|p| p.steps), "run started");
 
         // The loop runs in its own task: wasm calls are faster there, and a
         // panic in host code becomes an `error` outcome instead of taking the
@@ -536,6 +559,13 @@ async fn step_loop(
             step,
             result: recorded.result,
         });
+        // The step is complete: made durable before anything else happens,
+        // so a daemon killed from here on resumes after it. A cancel does
+        // not wait for it (the hook's work goes on regardless).
+        tokio::select! {
+            _ = ctx.checkpoint_step() => {}
+            _ = cancel.cancelled() => return (Outcome::Cancelled, None),
+        }
         if recorded.token_limited {
             return (Outcome::TokenLimit, None);
         }

@@ -15,6 +15,7 @@ mod out;
 mod plugin_kit;
 mod progress;
 mod remote_run;
+mod resume;
 mod run_local;
 mod runs;
 mod sanitize;
@@ -62,6 +63,8 @@ pub enum Command {
     Reply(ReplyArgs),
     /// Approve (or deny) the tool call a run holds for approval.
     Approve(ApproveArgs),
+    /// Continue an ended run in a new run, from its last completed step.
+    Resume(ResumeArgs),
     /// List the agents the daemon can run.
     Agents(JsonArgs),
     /// List the plugins found in the plugins folder.
@@ -193,6 +196,25 @@ pub struct CancelArgs {
     pub run: String,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ResumeArgs {
+    /// Configuration file, read for `[daemon] socket`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Steps the new run may take (default: what is left of the agent's
+    /// step limit, at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: Option<u32>,
+    /// Print the new run's record as JSON instead of its result.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the new run's id and leave it running in the daemon.
+    #[arg(long)]
+    pub detach: bool,
+    /// The run to resume: its id, or a unique prefix of it.
+    pub run: String,
+}
+
 /// Runs the parsed command and returns the process exit status.
 pub async fn main(cli: Cli) -> i32 {
     let socket = cli.socket;
@@ -246,6 +268,12 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Approve(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 ask::approve(&c, &args).await
+            })
+            .await
+        }
+        Command::Resume(args) => {
+            with_daemon(socket, args.config.clone(), |c| async move {
+                resume::resume(&c, &args).await
             })
             .await
         }

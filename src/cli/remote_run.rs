@@ -36,10 +36,22 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
         }
         Err(e) => return Err(e),
     };
+    follow_created(client, created, args.json, args.detach).await
+}
+
+/// What `run` does once the daemon has created the run (`created` is its
+/// answer), shared with `resume`: print the id and return (`detach`), or
+/// follow the run to its end and report it, exiting by its outcome.
+pub async fn follow_created(
+    client: &Client,
+    created: Value,
+    json: bool,
+    detach: bool,
+) -> Result<i32, ClientError> {
     let view: RunView = from_value("the new run", &created)?;
     let id = view.summary.id.clone();
-    if args.detach {
-        if args.json {
+    if detach {
+        if json {
             out::json(&created)?;
         } else {
             out::line(&id);
@@ -71,7 +83,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
     };
 
     let (value, view) = final_record(client, &id).await?;
-    if args.json {
+    if json {
         out::json(&value)?;
     } else if let Some(result) = &view.summary.result {
         // The result quotes the model and tools: printed for people, so
@@ -86,7 +98,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
 /// oversized request) is bad usage or configuration: exit 2, as `run --local`
 /// does for the same mistakes. Told apart by the API's stable error codes;
 /// anything else (shutting down, internal) stays a failure of the command.
-fn refuses_the_input(e: &ClientError) -> bool {
+pub(super) fn refuses_the_input(e: &ClientError) -> bool {
     matches!(
         e,
         ClientError::Http { code, .. }

@@ -124,6 +124,7 @@ pub async fn run(args: RunArgs) -> i32 {
         // calls that need approval are denied (the daemon's `agentd run`
         // asks on the terminal).
         human: None,
+        ..RunOptions::default()
     };
     local.start();
     let record = match agent.run(&args.request, opts).await {

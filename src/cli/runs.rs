@@ -90,7 +90,9 @@ pub fn waiting_table(runs: &[RunSummary], now_ms: i64) -> String {
 }
 
 pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
-    let mut table = Table::new(["ID", "STATE", "OUTCOME", "AGENT", "STEPS", "AGE", "REQUEST"]);
+    let mut table = Table::new([
+        "ID", "STATE", "OUTCOME", "AGENT", "STEPS", "AGE", "LINK", "REQUEST",
+    ]);
     for r in runs {
         table.row(vec![
             r.id.chars().take(SHORT_ID).collect(),
@@ -102,10 +104,35 @@ pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
                 None => r.steps.to_string(),
             },
             age(r.created_at_ms, now_ms),
+            link(r),
             first_line(&r.request, REQUEST_WIDTH),
         ]);
     }
     table.render()
+}
+
+/// `←ID`: this run resumed that one; `→ID`: that one resumed this one
+/// (short ids, which `show` and `resume` take); `-` for neither.
+fn link(r: &RunSummary) -> String {
+    let short = |id: &str| id.chars().take(SHORT_ID).collect::<String>();
+    let links: Vec<String> = [
+        r.resume
+            .resumed_from
+            .as_deref()
+            .map(|id| format!("←{}", short(id))),
+        r.resume
+            .resumed_by
+            .as_deref()
+            .map(|id| format!("→{}", short(id))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if links.is_empty() {
+        "-".into()
+    } else {
+        links.join(" ")
+    }
 }
 
 /// The daemon serves a long transcript in pages (`next_messages_from`):
@@ -137,7 +164,7 @@ pub async fn show(client: &Client, run: &str, json: bool) -> Result<i32, ClientE
         return Ok(0);
     }
     let now = now_ms();
-    let mut t = transcript::Transcript::default();
+    let mut t = transcript::Transcript::for_run(&first.summary);
     out::text(&transcript::header(&first, now));
     out::text(&t.messages(&first.messages));
     let mut last = first;
@@ -149,6 +176,7 @@ pub async fn show(client: &Client, run: &str, json: bool) -> Result<i32, ClientE
         out::text(&t.messages(&view.messages));
         last = view;
     }
+    out::text(&t.unprinted_marker());
     out::text(&transcript::footer(&last));
     Ok(0)
 }
@@ -278,6 +306,7 @@ mod tests {
             created_at_ms: 0,
             started_at_ms: None,
             ended_at_ms: None,
+            resume: Default::default(),
         }
     }
 
@@ -294,17 +323,35 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "ID            STATE    OUTCOME    AGENT     STEPS  AGE  REQUEST"
+            "ID            STATE    OUTCOME    AGENT     STEPS  AGE  LINK  REQUEST"
         );
         assert_eq!(
             lines[1],
-            "0123456789ab  running  -          toolcall  3/30   1m   Write fizzbuzz.py, run it, and show me the output…"
+            "0123456789ab  running  -          toolcall  3/30   1m   -     Write fizzbuzz.py, run it, and show me the output…"
         );
         assert_eq!(
             lines[2],
-            "fedcba987654  ended    max_steps  toolcall  3/30   1m   hi…"
+            "fedcba987654  ended    max_steps  toolcall  3/30   1m   -     hi…"
         );
-        let request = lines[1].split_once("1m   ").map(|(_, r)| r.chars().count());
+        let request = lines[1]
+            .split_once("1m   -     ")
+            .map(|(_, r)| r.chars().count());
         assert_eq!(request, Some(REQUEST_WIDTH));
+    }
+
+    #[test]
+    fn the_table_shows_both_links_of_a_resumed_run() {
+        let mut old = summary("aaaaaaaaaaaaaaaa", "task", Some(Outcome::MaxSteps));
+        old.resume.resumed_by = Some("bbbbbbbbbbbbbbbb".into());
+        let mut new = summary("bbbbbbbbbbbbbbbb", "task", None);
+        new.resume.resumed_from = Some("aaaaaaaaaaaaaaaa".into());
+        new.resume.resumed_by = Some("cccccccccccccccc".into());
+        let text = runs_table(&[new, old], 90_000);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].contains("  ←aaaaaaaaaaaa →cccccccccccc  task"),
+            "{text}"
+        );
+        assert!(lines[2].contains("  →bbbbbbbbbbbb"), "{text}");
     }
 }

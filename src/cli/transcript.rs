@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use super::sanitize::terminal_safe;
 use super::table::{age, duration};
-use crate::api::{RunState, RunView};
+use crate::api::{RunState, RunSummary, RunView};
 use crate::chat::{Message, Role};
 
 /// The header, every message in order, then the result, safe for a
@@ -15,9 +15,10 @@ use crate::chat::{Message, Role};
 /// the ages testable.
 #[cfg(test)]
 pub fn render(view: &RunView, now_ms: i64) -> String {
-    let mut t = Transcript::default();
+    let mut t = Transcript::for_run(&view.summary);
     let mut out = header(view, now_ms);
     out.push_str(&t.messages(&view.messages));
+    out.push_str(&t.unprinted_marker());
     out.push_str(&footer(view));
     out
 }
@@ -29,14 +30,45 @@ pub struct Transcript {
     /// A tool message may lack `name`; its call in the assistant message
     /// before it (maybe on the previous page) always has one.
     call_names: HashMap<String, String>,
+    /// Messages printed so far: where the pages are in the transcript.
+    printed: usize,
+    /// A resumed run's transcript starts with copies of the run it resumed:
+    /// the line printed before its first own message, and where that is.
+    marker: Option<(usize, String)>,
 }
 
 impl Transcript {
+    /// For the transcript of `run`: a resumed run's gets a marker line
+    /// where its own messages begin, so the two runs read as one story.
+    pub fn for_run(run: &RunSummary) -> Self {
+        let marker = match (&run.resume.resumed_from, run.resume.resumed_messages) {
+            (Some(from), Some(at)) => Some((at as usize, resumed_marker(from, &run.resume))),
+            _ => None,
+        };
+        Transcript {
+            marker,
+            ..Transcript::default()
+        }
+    }
+
+    /// The marker, if the messages printed did not reach it (a resumed run
+    /// that has added none of its own yet): printed before the result.
+    pub fn unprinted_marker(&mut self) -> String {
+        match self.marker.take() {
+            Some((_, line)) => safe(format!("\n{line}\n")),
+            None => String::new(),
+        }
+    }
+
     /// The messages of one page, safe for a terminal (see
     /// [`terminal_safe`]): all of it can come from the model or a tool.
     pub fn messages(&mut self, messages: &[Message]) -> String {
         let mut out = String::new();
         for m in messages {
+            if let Some((_, line)) = self.marker.take_if(|(at, _)| *at == self.printed) {
+                let _ = write!(out, "\n{line}\n");
+            }
+            self.printed += 1;
             for c in &m.tool_calls {
                 self.call_names.insert(c.id.clone(), c.name.clone());
             }
@@ -103,8 +135,26 @@ pub fn header(view: &RunView, now_ms: i64) -> String {
     if let Some(e) = &s.error {
         field("error", e);
     }
+    if let Some(from) = &s.resume.resumed_from {
+        let at = s
+            .resume
+            .resumed_at_step
+            .map_or(String::new(), |k| format!(" after step {k}"));
+        field("resumes", &format!("{from}{at}"));
+    }
+    if let Some(by) = &s.resume.resumed_by {
+        field("resumed", &format!("by {by}"));
+    }
     // The request and the error can come from a client or the model.
     safe(out)
+}
+
+/// `── resumed from ID after step K ──`: the run's own steps are K+1 on.
+fn resumed_marker(from: &str, links: &crate::api::ResumeLinks) -> String {
+    match links.resumed_at_step {
+        Some(step) => format!("── resumed from {from} after step {step} ──"),
+        None => format!("── resumed from {from} ──"),
+    }
 }
 
 fn message(m: &Message, call_names: &HashMap<String, String>) -> String {
@@ -163,6 +213,7 @@ mod tests {
                 created_at_ms: 0,
                 started_at_ms: Some(1_000),
                 ended_at_ms: Some(5_500),
+                resume: Default::default(),
             },
             messages: vec![
                 Message::system("be brief"),
@@ -221,6 +272,42 @@ mod tests {
         assert!(text.contains("\n[tool bash]\ntool output\n"), "{text}");
         assert!(text.contains("\n[assistant]\nhidden2J said\n"), "{text}");
         assert!(text.contains("Step 3:  done"), "{text}");
+    }
+
+    #[test]
+    fn a_resumed_run_reads_as_one_story_with_a_marker() {
+        let mut v = view();
+        v.summary.resume = crate::api::ResumeLinks {
+            resumed_from: Some("fedcba9876543210".into()),
+            resumed_at_step: Some(1),
+            resumed_messages: Some(2),
+            resumed_by: Some("0000000000000000".into()),
+        };
+        let text = render(&v, 120_000);
+        assert!(
+            text.contains("resumes  fedcba9876543210 after step 1\nresumed  by 0000000000000000\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\n[user]\ngreet\n\n── resumed from fedcba9876543210 after step 1 ──\n\n[assistant]\nI will echo."
+            ),
+            "{text}"
+        );
+        // Paged: the marker falls where the pages reach it, once.
+        let mut t = Transcript::for_run(&v.summary);
+        let first = t.messages(&v.messages[..1]);
+        let second = t.messages(&v.messages[1..3]);
+        let rest = t.messages(&v.messages[3..]) + &t.unprinted_marker();
+        assert!(!first.contains("resumed") && !rest.contains("resumed"));
+        assert_eq!(second.matches("── resumed from").count(), 1, "{second}");
+        // A resumed run with none of its own messages yet: before the result.
+        let mut t = Transcript::for_run(&v.summary);
+        let all = t.messages(&v.messages[..2]) + &t.unprinted_marker();
+        assert!(
+            all.ends_with("── resumed from fedcba9876543210 after step 1 ──\n"),
+            "{all}"
+        );
     }
 
     #[test]

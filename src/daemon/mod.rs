@@ -17,6 +17,7 @@ mod paging;
 mod peer;
 mod plugin_events;
 mod plugin_install;
+mod resume;
 mod routes;
 mod run_api;
 mod runs;

@@ -71,6 +71,7 @@ pub fn router(
         .route("/v1/runs/{id}/cancel", post(cancel_run))
         .route("/v1/runs/{id}/input", post(input_run))
         .route("/v1/runs/{id}/approve", post(approve_run))
+        .route("/v1/runs/{id}/resume", post(super::resume::route))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limits.max_bytes))
@@ -230,7 +231,7 @@ async fn create_run(
 }
 
 /// A refused run as the API words it.
-fn start_error(e: StartError) -> Response {
+pub(super) fn start_error(e: StartError) -> Response {
     match e {
         StartError::EmptyRequest => ApiError::bad_request(e.to_string()).into_response(),
         StartError::ShuttingDown => ApiError::shutting_down().into_response(),

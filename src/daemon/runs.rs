@@ -23,8 +23,11 @@ use super::history::{History, RunRow};
 use super::paging::{approx_size, PageRequest};
 use super::user_slots::{UserSlot, UserSlots};
 use crate::agent::human::WaitSlot;
-use crate::agent::{Agent, HumanChannel, MessageSink, Outcome, RunEvent, RunOptions, RunRecord};
-use crate::api::{DaemonEvent, RunState, RunSummary, RunView};
+use crate::agent::{
+    Agent, Checkpoint, CheckpointHook, HumanChannel, MessageSink, Outcome, Prior, RunEvent,
+    RunOptions, RunRecord,
+};
+use crate::api::{DaemonEvent, ResumeLinks, RunState, RunSummary, RunView};
 use crate::chat::Message;
 use crate::sync::LockExt;
 use crate::time::now_ms;
@@ -175,6 +178,11 @@ pub struct RunManager {
     queued_by_user: UserSlots,
     /// `[daemon] release_waiting`.
     release_waiting: bool,
+    /// Runs being resumed right now, each with the id of the run resuming
+    /// it: held from before the history is asked whether the run was
+    /// resumed already until the new run is committed, so two concurrent
+    /// resumes of one run cannot both pass (`reserve_resume`).
+    resuming: Mutex<HashMap<String, String>>,
 }
 
 /// One place in the queue, given back when the run gets its slot or ends
@@ -214,6 +222,7 @@ impl RunManager {
             tasks: TaskTracker::new(),
             accepting: AtomicBool::new(true),
             bus,
+            resuming: Mutex::new(HashMap::new()),
         }
     }
 
@@ -298,6 +307,31 @@ impl RunManager {
         request: String,
         uid: Option<u32>,
     ) -> Result<RunView, CreateError> {
+        self.create_with(agent, request, uid, None).await
+    }
+
+    /// [`Self::create`], for a run that resumes another (`resume`): its
+    /// transcript starts with a copy of `prior`'s messages and its
+    /// checkpoint is `prior`'s, both committed with its row, so the new
+    /// run is self-contained from its `201` on (it can be shown, and
+    /// resumed in turn, even if the daemon dies before its first step).
+    pub async fn create_resumed(
+        self: &Arc<Self>,
+        agent: Agent,
+        request: String,
+        uid: Option<u32>,
+        resume: Resume,
+    ) -> Result<RunView, CreateError> {
+        self.create_with(agent, request, uid, Some(resume)).await
+    }
+
+    async fn create_with(
+        self: &Arc<Self>,
+        agent: Agent,
+        request: String,
+        uid: Option<u32>,
+        resume: Option<Resume>,
+    ) -> Result<RunView, CreateError> {
         if !self.accepting() {
             return Err(CreateError::ShuttingDown);
         }
@@ -312,18 +346,28 @@ impl RunManager {
             ));
         }
         let place = self.take_queue_place(uid)?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = resume.as_ref().map_or_else(
+            || uuid::Uuid::new_v4().simple().to_string(),
+            |r| r.id.clone(),
+        );
         let slot = Arc::new(RunSlot {
             slots: self.slots.clone(),
             permit: Mutex::new(None),
             release_waiting: self.release_waiting,
         });
-        let summary =
+        let mut summary =
             RunSummary::queued(&id, self.history.next_seq(), &agent.config().name, &request);
+        if let Some(r) = &resume {
+            summary.steps = r.prior.steps;
+            summary.resume = r.links.clone();
+        }
+        let carried = resume
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.prior.messages.clone());
         let run = Arc::new(LiveRun {
             id: id.clone(),
             summary: Mutex::new(summary.clone()),
-            messages: Mutex::new(Vec::new()),
+            messages: Mutex::new(carried),
             events: Arc::new(EventLog::default()),
             cancel: CancellationToken::new(),
             next_event: AtomicU64::new(1),
@@ -334,6 +378,12 @@ impl RunManager {
         });
         self.lock_live().insert(id.clone(), run.clone());
         self.history.create_run(&summary);
+        if let Some(r) = &resume {
+            for (index, message) in (0..).zip(&r.prior.messages) {
+                self.history.append_message(&id, index, message);
+            }
+            self.history.checkpoint(&id, r.checkpoint());
+        }
         // A 201 means the run is on disk: a crash right after still lists it.
         if let Err(e) = self.history.flush().await {
             self.lock_live().remove(&id);
@@ -347,8 +397,10 @@ impl RunManager {
         });
         let me = self.clone();
         let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
-        self.tasks
-            .spawn(async move { me.drive(run, agent, request, place).await }.instrument(span));
+        let prior = resume.map(|r| r.prior);
+        self.tasks.spawn(
+            async move { me.drive(run, agent, request, place, prior).await }.instrument(span),
+        );
         match self.get(&id) {
             Some(run) => Ok(run.first_view()),
             // Already ended (cancelled by a shutdown that began meanwhile).
@@ -362,6 +414,7 @@ impl RunManager {
         agent: Agent,
         request: String,
         place: QueuePlace,
+        prior: Option<Prior>,
     ) {
         let permit = tokio::select! {
             p = self.slots.clone().acquire_owned() => p.ok(),
@@ -375,7 +428,7 @@ impl RunManager {
                 agent: agent.config().name.clone(),
                 request,
                 outcome: Outcome::Cancelled,
-                steps: 0,
+                steps: prior.as_ref().map_or(0, |p| p.steps),
                 result: "No steps executed".into(),
                 error: None,
                 messages: Vec::new(),
@@ -396,6 +449,8 @@ impl RunManager {
             events: self.event_sink(&run),
             messages: Some(self.message_sink(&run)),
             human: Some(run.human.clone()),
+            prior,
+            checkpoint: Some(self.checkpoint_hook(&run)),
         };
         // In its own task so that a panic anywhere below still ends the run
         // with a record instead of leaving it `running` forever.
@@ -533,6 +588,47 @@ impl RunManager {
         })
     }
 
+    /// Makes each completed step durable before the next begins: the
+    /// checkpoint is queued behind the step's messages and events, then
+    /// the history is flushed, so a daemon killed during the next step
+    /// still has this one whole (`resume`). When the history cannot be
+    /// written (a full disk), the flush answers at once: the run goes on,
+    /// its writes (checkpoint included) are kept and committed when the
+    /// disk recovers, and the log says so once per run.
+    fn checkpoint_hook(&self, run: &Arc<LiveRun>) -> CheckpointHook {
+        let history = self.history.clone();
+        let id = run.id.clone();
+        let warned = Arc::new(AtomicBool::new(false));
+        Arc::new(move |checkpoint: Checkpoint| {
+            let (history, id, warned) = (history.clone(), id.clone(), warned.clone());
+            Box::pin(async move {
+                history.checkpoint(&id, checkpoint);
+                if let Err(e) = history.flush().await {
+                    if !warned.swap(true, Ordering::Relaxed) {
+                        warn!(run_id = %id, step = checkpoint.steps, error = %e,
+                            "a completed step is not durable yet; the run goes on and it is written when the history can be");
+                    }
+                }
+            })
+        })
+    }
+
+    /// Holds `old` for the resume that will create `new`; refused with
+    /// the id of the run already resuming it. The hold ends when the
+    /// returned guard is dropped, once the new run is committed (after
+    /// that the history says `resumed_by`) or refused.
+    pub fn reserve_resume(self: &Arc<Self>, old: &str, new: &str) -> Result<ResumeHold, String> {
+        let mut resuming = self.resuming.lock_unpoisoned();
+        if let Some(by) = resuming.get(old) {
+            return Err(by.clone());
+        }
+        resuming.insert(old.to_string(), new.to_string());
+        Ok(ResumeHold {
+            runs: self.clone(),
+            old: old.to_string(),
+        })
+    }
+
     /// Cancels a live run. The run ends `cancelled` shortly after: its LLM
     /// call is dropped, its sandbox (and any command in it) removed.
     pub fn cancel(&self, id: &str) -> Option<Result<RunView, CancelError>> {
@@ -607,6 +703,40 @@ impl LiveRun {
     fn interrupt(&self) {
         self.interrupted.store(true, Ordering::SeqCst);
         self.cancel.cancel();
+    }
+}
+
+/// What a resumed run is created with (`RunManager::create_resumed`).
+pub struct Resume {
+    /// The new run's id, chosen before it is created (it is held in
+    /// [`RunManager::reserve_resume`] meanwhile).
+    pub id: String,
+    pub prior: Prior,
+    /// `resumed_from`, `resumed_at_step`, `resumed_messages`.
+    pub links: ResumeLinks,
+}
+
+impl Resume {
+    /// The new run's first checkpoint: where the old run's last one was,
+    /// counted in the new run's own transcript (it starts with the copies).
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            steps: self.prior.steps,
+            messages: u32::try_from(self.prior.messages.len()).unwrap_or(u32::MAX),
+            stuck_warning: self.prior.stuck_warning,
+        }
+    }
+}
+
+/// A run held for one resume (see [`RunManager::reserve_resume`]).
+pub struct ResumeHold {
+    runs: Arc<RunManager>,
+    old: String,
+}
+
+impl Drop for ResumeHold {
+    fn drop(&mut self) {
+        self.runs.resuming.lock_unpoisoned().remove(&self.old);
     }
 }
 

@@ -48,6 +48,7 @@ use crate::daemon::paging::PageRequest;
 
 pub use pending::MAX_PENDING_BYTES;
 use read::Readers;
+pub use read::ResumePoint;
 pub use write::RunRow;
 use write::Write;
 use writer::{Health, Op};
@@ -264,6 +265,22 @@ impl History {
                 "cannot encode message {index} of run {run_id}: {e}"
             )),
         }
+    }
+
+    /// Where the run's last completed step ended; the checkpoint hook
+    /// queues it behind that step's messages, then flushes.
+    pub fn checkpoint(&self, run_id: &str, checkpoint: crate::agent::Checkpoint) {
+        self.send_write(Write::Checkpoint {
+            run_id: run_id.to_string(),
+            checkpoint,
+        });
+    }
+
+    /// What resuming the run `id` starts from: its summary, its last
+    /// checkpoint and its transcript up to it, read in one snapshot.
+    pub async fn resume_point(&self, id: &str) -> Result<Option<ResumePoint>, HistoryError> {
+        let id = id.to_string();
+        self.read(move |r| r.resume_point(&id)).await
     }
 
     /// Returns once everything queued before it is committed, or at once

@@ -100,6 +100,11 @@ impl Pending {
                 self.append(Write::DeleteRun(id));
                 Push::Appended
             }
+            write @ Write::Checkpoint { .. } => {
+                // Small, one per step, and never dropped (see `Write`).
+                self.append(write);
+                Push::Appended
+            }
             Write::Interrupt { now_ms } => {
                 self.rows.clear();
                 self.append(Write::Interrupt { now_ms });

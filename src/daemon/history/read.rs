@@ -7,9 +7,11 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{schema, HistoryError};
+use crate::agent::Checkpoint;
 use crate::agent::{Outcome, RunEvent};
 use crate::api::{
-    EventLine, RunList, RunState, RunSummary, RunView, LIST_REQUEST_CHARS, LIST_RESULT_CHARS,
+    EventLine, ResumeLinks, RunList, RunState, RunSummary, RunView, LIST_REQUEST_CHARS,
+    LIST_RESULT_CHARS,
 };
 use crate::chat::Message;
 use crate::chat::Usage;
@@ -32,7 +34,9 @@ fn run_columns(request: &str, result: &str) -> String {
     format!(
         "runs.id, runs.seq, runs.agent, {request}, runs.state, runs.outcome, runs.steps, \
          runs.max_steps, {result}, runs.error, runs.prompt_tokens, runs.completion_tokens, \
-         runs.created_at_ms, runs.started_at_ms, runs.ended_at_ms"
+         runs.created_at_ms, runs.started_at_ms, runs.ended_at_ms, runs.resumed_from, \
+         runs.resumed_at_step, runs.resumed_messages, \
+         (SELECT later.id FROM runs AS later WHERE later.resumed_from = runs.id)"
     )
 }
 
@@ -52,6 +56,17 @@ fn list_columns() -> String {
     ) + &format!(
         ", coalesce(length(requests.request) > {n}, 0), coalesce(length(runs.result) > {m}, 0)"
     )
+}
+
+/// A run as [`History::resume_point`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumePoint {
+    pub summary: RunSummary,
+    /// `None`: the run was recorded before checkpoints existed (schema 2).
+    pub checkpoint: Option<Checkpoint>,
+    /// The stored messages below the checkpoint, with their indexes: a
+    /// gap means some were dropped while the disk refused writes.
+    pub messages: Vec<(u32, Message)>,
 }
 
 /// Opening a connection parses the schema; keeping a few idle ones makes a
@@ -168,6 +183,61 @@ impl Reader<'_> {
             summary,
             messages,
             paging: page.paging(taken, total as usize),
+        }))
+    }
+
+    /// The run's last checkpoint (`None`: recorded before checkpoints
+    /// existed) and the messages of its transcript up to it, in one
+    /// snapshot. Messages missing below the checkpoint (dropped while the
+    /// disk refused writes) are left out, so the caller sees the hole.
+    pub(super) fn resume_point(&mut self, id: &str) -> Result<Option<ResumePoint>, HistoryError> {
+        let Some(summary) = self.summary(id)? else {
+            return Ok(None);
+        };
+        let stored: (Option<u32>, Option<u32>, Option<bool>) = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_steps, checkpoint_messages, checkpoint_stuck FROM runs \
+                 WHERE id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            })
+            .map_err(|e| self.sqlite(e))?;
+        let (Some(steps), Some(messages), stuck) = stored else {
+            return Ok(Some(ResumePoint {
+                summary,
+                checkpoint: None,
+                messages: Vec::new(),
+            }));
+        };
+        let checkpoint = Checkpoint {
+            steps,
+            messages,
+            stuck_warning: stuck.unwrap_or(false),
+        };
+        let rows: Vec<(u32, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT idx, message FROM messages WHERE run_id = ?1 AND idx < ?2 ORDER BY idx",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![id, messages], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        let messages = rows
+            .into_iter()
+            .map(|(idx, json)| {
+                serde_json::from_str::<Message>(&json)
+                    .map(|m| (idx, m))
+                    .map_err(|e| self.corrupt(format!("message {idx} of run {id}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(ResumePoint {
+            summary,
+            checkpoint: Some(checkpoint),
+            messages,
         }))
     }
 
@@ -293,6 +363,7 @@ struct RawRun {
     created_at_ms: i64,
     started_at_ms: Option<i64>,
     ended_at_ms: Option<i64>,
+    resume: ResumeLinks,
     request_truncated: bool,
     result_truncated: bool,
 }
@@ -315,6 +386,12 @@ impl RawRun {
             created_at_ms: row.get(12)?,
             started_at_ms: row.get(13)?,
             ended_at_ms: row.get(14)?,
+            resume: ResumeLinks {
+                resumed_from: row.get(15)?,
+                resumed_at_step: row.get(16)?,
+                resumed_messages: row.get(17)?,
+                resumed_by: row.get(18)?,
+            },
             request_truncated: false,
             result_truncated: false,
         })
@@ -323,8 +400,8 @@ impl RawRun {
     /// A row of [`list_columns`].
     fn from_list_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         let mut raw = Self::from_row(row)?;
-        raw.request_truncated = row.get(15)?;
-        raw.result_truncated = row.get(16)?;
+        raw.request_truncated = row.get(19)?;
+        raw.result_truncated = row.get(20)?;
         Ok(raw)
     }
 
@@ -363,6 +440,7 @@ impl RawRun {
             created_at_ms: self.created_at_ms,
             started_at_ms: self.started_at_ms,
             ended_at_ms: self.ended_at_ms,
+            resume: self.resume,
         })
     }
 }

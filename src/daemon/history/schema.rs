@@ -65,6 +65,23 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO requests (run_id, request) SELECT id, request FROM runs;
     ALTER TABLE runs DROP COLUMN request;
     ",
+    // 3: resuming runs. `checkpoint_*` is where the run's last completed
+    // step ended (steps, messages of the transcript, a stuck warning owed
+    // to the next step), rewritten at each step's end: a resumed run
+    // carries exactly that much. Runs recorded before have no checkpoint
+    // (NULL) and cannot be resumed: where their last completed step ended
+    // is not known. `resumed_*` links a run to the run it continues, one
+    // to one (the unique index; it also finds `resumed_by`). No foreign
+    // key: pruning the older run leaves the newer one its id.
+    "
+    ALTER TABLE runs ADD COLUMN checkpoint_steps INTEGER;
+    ALTER TABLE runs ADD COLUMN checkpoint_messages INTEGER;
+    ALTER TABLE runs ADD COLUMN checkpoint_stuck INTEGER;
+    ALTER TABLE runs ADD COLUMN resumed_from TEXT;
+    ALTER TABLE runs ADD COLUMN resumed_at_step INTEGER;
+    ALTER TABLE runs ADD COLUMN resumed_messages INTEGER;
+    CREATE UNIQUE INDEX runs_resumed_from ON runs(resumed_from) WHERE resumed_from IS NOT NULL;
+    ",
 ];
 
 /// The schema version this build writes and reads.

@@ -29,6 +29,7 @@ fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
         created_at_ms: 1_000 + seq,
         started_at_ms: Some(1_100 + seq),
         ended_at_ms: ended.then_some(2_000 + seq),
+        resume: Default::default(),
     }
 }
 
@@ -941,7 +942,7 @@ async fn a_schema_1_history_is_upgraded_with_its_runs_intact() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, schema::SCHEMA_VERSION);
     let columns: Vec<String> = conn
         .prepare("SELECT name FROM pragma_table_info('runs')")
         .unwrap()
@@ -1244,4 +1245,108 @@ async fn a_producer_waiting_on_a_full_queue_does_not_stall_its_worker() {
     h.flush().await.unwrap();
     assert_eq!(h.events("r", 0).await.unwrap().len(), total);
     assert_eq!(h.write_errors(), 0);
+}
+
+/// Runs created before schema 3 have no checkpoint: resuming them is
+/// refused, since where their last completed step ended is not known.
+#[tokio::test]
+async fn a_schema_2_history_is_upgraded_and_its_runs_have_no_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let file = state.join(FILE_NAME);
+    let old = summary("old", 1, RunState::Ended);
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute_batch(SCHEMA_1).unwrap();
+        insert_v1_run(&conn, &old);
+        conn.execute(
+            "INSERT INTO messages (run_id, idx, message) VALUES ('old', 0, ?1)",
+            [serde_json::to_string(&Message::user("request of old")).unwrap()],
+        )
+        .unwrap();
+        // Migration 2 exactly as released, then the file is at version 2.
+        conn.execute_batch(
+            "CREATE TABLE requests (
+                 run_id  TEXT PRIMARY KEY NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+                 request TEXT NOT NULL
+             );
+             INSERT INTO requests (run_id, request) SELECT id, request FROM runs;
+             ALTER TABLE runs DROP COLUMN request;",
+        )
+        .unwrap();
+        conn.pragma_update(None, "application_id", 0x6167_6e64)
+            .unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+    }
+    let h = History::open(&state).expect("a schema-2 history opens");
+    let point = h.resume_point("old").await.unwrap().expect("kept");
+    assert_eq!(point.summary, old, "the run is intact and has no links");
+    assert_eq!(point.checkpoint, None);
+    // A run made now has one from its creation.
+    let new = summary("new", 2, RunState::Running);
+    h.create_run(&new);
+    h.flush().await.unwrap();
+    let point = h.resume_point("new").await.unwrap().expect("kept");
+    assert_eq!(point.checkpoint, Some(crate::agent::Checkpoint::default()));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 3);
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+}
+
+/// The checkpoint says where the last completed step ended: the messages
+/// after it (a step cut short) are not part of the resume point, and the
+/// links of a resumed run read back on both runs, in `get` and in `list`.
+#[tokio::test]
+async fn a_checkpoint_bounds_the_resume_point_and_links_read_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let old = summary("old", 1, RunState::Ended);
+    h.create_run(&old);
+    let messages = [
+        Message::user("request of old"),
+        Message::user("next?"),
+        Message::assistant("step 1"),
+        // Step 2 began and did not complete.
+        Message::user("next?"),
+    ];
+    for (i, m) in (0..).zip(&messages) {
+        h.append_message("old", i, m);
+    }
+    let checkpoint = crate::agent::Checkpoint {
+        steps: 1,
+        messages: 3,
+        stuck_warning: true,
+    };
+    h.checkpoint("old", checkpoint);
+    let mut new = summary("new", 2, RunState::Queued);
+    new.resume.resumed_from = Some("old".into());
+    new.resume.resumed_at_step = Some(1);
+    new.resume.resumed_messages = Some(3);
+    h.create_run(&new);
+    h.flush().await.unwrap();
+
+    let point = h.resume_point("old").await.unwrap().expect("kept");
+    assert_eq!(point.checkpoint, Some(checkpoint));
+    let carried: Vec<Message> = point.messages.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(carried, messages[..3]);
+    assert_eq!(point.summary.resume.resumed_by.as_deref(), Some("new"));
+    let got = h.get("new").await.unwrap().expect("kept").summary;
+    assert_eq!(got.resume, new.resume);
+    let list = h.list(10, None).await.unwrap();
+    assert_eq!(list.runs[0].resume, new.resume);
+    assert_eq!(list.runs[1].resume.resumed_by.as_deref(), Some("new"));
+    // One to one: a second run resuming `old` is refused by the index.
+    let mut again = summary("again", 3, RunState::Queued);
+    again.resume.resumed_from = Some("old".into());
+    h.create_run(&again);
+    h.flush().await.unwrap();
+    assert!(h.summary("again").await.unwrap().is_none());
+    assert_eq!(h.write_errors(), 1);
 }

@@ -7,8 +7,8 @@
 //! only the row, so neither SQLite (which rewrites a whole row on update,
 //! overflow pages included) nor the queue copies the request again.
 
-use crate::agent::Outcome;
-use crate::api::{RunState, RunSummary};
+use crate::agent::{Checkpoint, Outcome};
+use crate::api::{ResumeLinks, RunState, RunSummary};
 use crate::chat::Usage;
 
 /// A run's summary as its `runs` row holds it: everything but the request.
@@ -29,6 +29,9 @@ pub struct RunRow {
     pub created_at_ms: i64,
     pub started_at_ms: Option<i64>,
     pub ended_at_ms: Option<i64>,
+    /// The run it resumed; written once, at creation (`resumed_by` is read
+    /// from the other run's row, never stored).
+    pub resume: ResumeLinks,
 }
 
 impl From<&RunSummary> for RunRow {
@@ -47,6 +50,10 @@ impl From<&RunSummary> for RunRow {
             created_at_ms: run.created_at_ms,
             started_at_ms: run.started_at_ms,
             ended_at_ms: run.ended_at_ms,
+            resume: ResumeLinks {
+                resumed_by: None,
+                ..run.resume.clone()
+            },
         }
     }
 }
@@ -58,6 +65,7 @@ impl RunRow {
             + self.agent.len()
             + self.result.as_ref().map_or(0, String::len)
             + self.error.as_ref().map_or(0, String::len)
+            + self.resume.resumed_from.as_ref().map_or(0, String::len)
     }
 }
 
@@ -77,6 +85,15 @@ pub(super) enum Write {
         index: u32,
         json: String,
     },
+    /// Where the run's last completed step ended. Like a row write, never
+    /// dropped past the pending bound: a checkpoint that claims messages
+    /// the bound dropped is caught when the run is resumed (the transcript
+    /// has holes), while a lost checkpoint would silently resume from an
+    /// earlier one.
+    Checkpoint {
+        run_id: String,
+        checkpoint: Checkpoint,
+    },
     /// A run whose creation was refused after its row was queued: it must
     /// not appear later, when the queued row finally commits.
     DeleteRun(String),
@@ -95,6 +112,10 @@ impl Write {
             Write::Message { run_id, index, .. } => {
                 format!("appending message {index} of run {run_id}")
             }
+            Write::Checkpoint { run_id, checkpoint } => format!(
+                "saving the checkpoint of run {run_id} at step {}",
+                checkpoint.steps
+            ),
             Write::DeleteRun(id) => format!("deleting the refused run {id}"),
             Write::Interrupt { .. } => "marking runs left in flight as interrupted".into(),
         }
@@ -108,7 +129,7 @@ impl Write {
                 Write::CreateRun { row, request } => row.size() + request.len(),
                 Write::SaveRun(row) => row.size(),
                 Write::Event { json, .. } | Write::Message { json, .. } => json.len(),
-                Write::DeleteRun(id) => id.len(),
+                Write::DeleteRun(id) | Write::Checkpoint { run_id: id, .. } => id.len(),
                 Write::Interrupt { .. } => 0,
             }
     }

@@ -384,6 +384,20 @@ impl Writer {
                 .prepare_cached("INSERT INTO messages (run_id, idx, message) VALUES (?1, ?2, ?3)")?
                 .execute(params![run_id, index, json])
                 .map(drop),
+            Write::Checkpoint { run_id, checkpoint } => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET checkpoint_steps = ?2, checkpoint_messages = ?3,
+                         checkpoint_stuck = ?4
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    run_id,
+                    checkpoint.steps,
+                    checkpoint.messages,
+                    checkpoint.stuck_warning
+                ])
+                .map(drop),
             Write::DeleteRun(id) => self
                 .conn
                 .prepare_cached("DELETE FROM runs WHERE id = ?1")?
@@ -419,20 +433,45 @@ fn tokens(n: u64) -> i64 {
 /// alone. Both in the writer's transaction; the request cannot fail on its
 /// own (its one constraint is the row just written).
 fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Result<()> {
+    // A run made by this agentd has a checkpoint from the start (none of
+    // its steps completed yet; a resumed run's own follows as a write of
+    // its own), and its link if it resumes another: in the one INSERT, so
+    // a link the unique index refuses leaves no row behind.
+    let r = &row.resume;
     conn.prepare_cached(
         "INSERT INTO runs (id, seq, agent, state, outcome, steps, max_steps, result, error,
                            prompt_tokens, completion_tokens, created_at_ms, started_at_ms,
-                           ended_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )
-    .and_then(|mut insert| execute_row(&mut insert, row))?;
+                           ended_at_ms, checkpoint_steps, checkpoint_messages,
+                           checkpoint_stuck, resumed_from, resumed_at_step, resumed_messages)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, 0, 0,
+                 ?15, ?16, ?17)",
+    )?
+    .execute(params![
+        row.id,
+        row.seq,
+        row.agent,
+        row.state.as_str(),
+        row.outcome.map(Outcome::as_str),
+        row.steps,
+        row.max_steps,
+        row.result,
+        row.error,
+        tokens(row.usage.prompt_tokens),
+        tokens(row.usage.completion_tokens),
+        row.created_at_ms,
+        row.started_at_ms,
+        row.ended_at_ms,
+        r.resumed_from,
+        r.resumed_at_step,
+        r.resumed_messages,
+    ])?;
     conn.prepare_cached("INSERT INTO requests (run_id, request) VALUES (?1, ?2)")?
         .execute(params![row.id, request])
         .map(drop)
 }
 
 /// Runs `statement` with the row's fields as `?1`..`?14`, in the order of
-/// the `runs` columns that both the creation and the update name.
+/// the `runs` columns the update names (the creation's first fourteen).
 fn execute_row(
     statement: &mut rusqlite::CachedStatement<'_>,
     row: &RunRow,
