@@ -504,7 +504,7 @@ async fn check_lists_every_problem() {
 fn wit_prints_the_contract_or_writes_it_with_its_deps() {
     let out = agentd(&["plugin", "wit"]);
     assert!(out.status.success(), "{}", text(&out));
-    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.1/agentd.wit"))
+    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.2/agentd.wit"))
         .expect("wit");
     assert_eq!(stdout(&out), newest);
     let dir = tempfile::tempdir().expect("tempdir");

@@ -35,7 +35,8 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
             special_tools: Some(vec!["terminate".into()]),
         }
     );
-    assert_eq!(toolcall.meta.contract, Contract::V0_2_1);
+    assert_eq!(toolcall.meta.contract, Contract::V0_2_2);
+    assert_eq!(toolcall.meta.contract, Contract::CURRENT);
     assert!(!toolcall.meta.version.is_empty());
     let terminate = set.tool("terminate").expect("terminate tool");
     assert_eq!(terminate.meta.kind, PluginKind::Tool);
@@ -69,13 +70,13 @@ async fn components_built_against_older_contracts_still_load() {
     );
     let tool = set.tool("legacy_tool").expect("0.1.0 tool");
     assert_eq!(tool.meta.contract, Contract::V0_1);
-    // 0.2.0 is served by the 0.2.1 bindings through wasmtime's semver
+    // 0.2.0 is served by the 0.2.2 bindings through wasmtime's semver
     // matching of its export and imports.
     let v0_2 = set.tool("legacy_v0_2_tool").expect("0.2.0 tool");
     assert_eq!(v0_2.meta.contract, Contract::V0_2);
     assert_eq!(
         set.tool("echo").expect("echo").meta.contract,
-        Contract::V0_2_1
+        Contract::V0_2_2
     );
 }
 

@@ -93,7 +93,7 @@ async fn python_plugins_are_built_loaded_and_listed_with_their_contract() {
         assert_eq!(p["status"], "loaded", "{p}");
         assert_eq!(p["kind"], *kind, "{p}");
         assert_eq!(p["version"], "0.1.0", "{p}");
-        assert_eq!(p["contract"], "0.2.1", "{p}");
+        assert_eq!(p["contract"], "0.2.2", "{p}");
         assert_eq!(p["serving_version"], "0.1.0", "{p}");
         for field in common::PLUGIN_STATUS_FIELDS {
             assert!(p.get(*field).is_some(), "{name} lacks {field}: {p}");
@@ -384,6 +384,7 @@ async fn a_runs_whole_share_of_the_pool_may_be_python_instances() {
             sandbox.clone(),
             StepClock::new(),
             Default::default(),
+            std::sync::Arc::new(agentd::plugin::NoHuman("no person here")),
         );
         let text = format!("instance {i}");
         let out = tools

@@ -22,6 +22,7 @@ use super::stuck::{self, is_stuck};
 use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
 use crate::chat::{ToolChoice, ToolSpec, Usage};
 use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
+use crate::plugin::human::{AskFailure, AskHuman};
 use crate::plugin::run_host::{AddMessageError, ChatFailure, RunHost, StepConfig};
 use crate::sync::LockExt;
 
@@ -566,5 +567,18 @@ impl RunHost for RunContext {
 
     fn finish(&self) {
         self.lock().finished = true;
+    }
+}
+
+/// The run as whoever answers its plugins' `human.ask`. Not wired yet: the
+/// run's `waiting` state, its events, `input_timeout` and the API that
+/// carries the answer come with the run side of issue 14, which replaces
+/// this body. Until then a plugin that asks is told so and the run goes on.
+#[async_trait::async_trait]
+impl AskHuman for RunContext {
+    async fn ask(&self, _plugin: &str, _question: String) -> Result<String, AskFailure> {
+        Err(AskFailure::Unavailable(
+            "asking a person is not wired yet".into(),
+        ))
     }
 }

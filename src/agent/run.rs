@@ -431,6 +431,7 @@ async fn step_loop(
         tools,
         tools_sandbox,
         ctx.clone(),
+        ctx.clone(),
         grants,
         step_timeout,
     );
