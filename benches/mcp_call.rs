@@ -118,8 +118,14 @@ async fn main() -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
         let sandbox = NoSandbox::new("bench").for_run("bench");
-        let mut tools = ToolBox::new(vec![echo], sandbox, StepClock::new(), Default::default())
-            .with_hosted(hosted);
+        let mut tools = ToolBox::new(
+            vec![echo],
+            sandbox,
+            StepClock::new(),
+            Default::default(),
+            std::sync::Arc::new(agentd::plugin::NoHuman("a benchmark asks no one")),
+        )
+        .with_hosted(hosted);
         let plugin = time_calls(&mut tools, "echo", r#"{"text":"x"}"#, CALLS, "x").await?;
         let node = time_calls(
             &mut tools,

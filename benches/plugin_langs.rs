@@ -187,6 +187,7 @@ async fn measure(file: &Path, tool: &str, text_args: &str) -> anyhow::Result<Fig
                 sandbox.clone(),
                 StepClock::new(),
                 Default::default(),
+                std::sync::Arc::new(agentd::plugin::NoHuman("a benchmark asks no one")),
             )
         };
         let mut cold = Vec::with_capacity(COLD);

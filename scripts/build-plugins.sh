@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 # The plugins that ship with agentd; the others in plugins/ exist for tests.
 BUNDLED=(toolcall terminate)
-for extra in bash str_replace_editor python_execute; do
+for extra in bash str_replace_editor python_execute ask_human; do
   [ -d "plugins/$extra" ] && BUNDLED+=("$extra")
 done
 # The Python examples (file_search, http_get) are built but not installed:

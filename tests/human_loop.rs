@@ -26,7 +26,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("terminate.wasm", "terminate"),
     ("bash.wasm", "bash"),
     ("echo.wasm", "echo"),
-    // ASK_HUMAN_PLUGIN
+    ("ask_human.wasm", "ask_human"),
 ];
 
 fn start(llm: &FakeLlm, extra: &str) -> Daemon {
@@ -448,6 +448,14 @@ async fn sigterm_interrupts_the_waiting_runs() {
                 "{v}"
             );
         }
+        // After the restart an interrupted run is resumed and ends normally.
+        llm.push_for("left waiting 0", [Reply::terminate()]);
+        let (status, v) = d.post(&format!("/v1/runs/{}/resume", ids[0]), "");
+        assert_eq!(status, 201, "{v}");
+        let resumed = v["id"].as_str().expect("the new run's id").to_string();
+        assert_eq!(v["resumed_from"], ids[0].as_str(), "{v}");
+        let record = d.wait_run(&resumed, Duration::from_secs(60));
+        assert_eq!(record["outcome"], "finished", "{record}");
     });
     for id in &ids {
         assert_eq!(common::containers_of_run(id).await, 0);
@@ -560,7 +568,6 @@ async fn agentd_run_on_a_terminal_asks_y_or_n() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the ask_human plugin, which lands with contract 0.2.2"]
 async fn ask_human_is_answered_through_the_api_and_agentd_reply_or_times_out() {
     let llm = FakeLlm::start().await.expect("fake llm");
     llm.push_for(

@@ -500,11 +500,37 @@ async fn check_lists_every_problem() {
     );
 }
 
+/// `plugin call` has no run, so nobody can answer the bundled `ask_human`:
+/// the call fails saying so (rather than waiting), and bad arguments get the
+/// tool's own clear refusal.
+#[test]
+fn call_of_ask_human_says_no_one_can_be_asked() {
+    let plugins = common::plugins_dir(&["ask_human"]);
+    let wasm = plugins.path().join("ask_human.wasm");
+    let file = wasm.to_str().expect("utf-8");
+    let asked = agentd(&["plugin", "call", file, r#"{"inquire": "Anyone there?"}"#]);
+    assert_eq!(asked.status.code(), Some(1), "{}", text(&asked));
+    assert!(
+        String::from_utf8_lossy(&asked.stderr)
+            .contains("tool `ask_human` failed: failed: `agentd plugin call` has no person to ask"),
+        "{}",
+        text(&asked)
+    );
+    let bad = agentd(&["plugin", "call", file, r#"{"question": "Anyone?"}"#]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("invalid-input: invalid arguments: missing field `inquire`"),
+        "{}",
+        text(&bad)
+    );
+}
+
 #[test]
 fn wit_prints_the_contract_or_writes_it_with_its_deps() {
     let out = agentd(&["plugin", "wit"]);
     assert!(out.status.success(), "{}", text(&out));
-    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.1/agentd.wit"))
+    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.2/agentd.wit"))
         .expect("wit");
     assert_eq!(stdout(&out), newest);
     let dir = tempfile::tempdir().expect("tempdir");

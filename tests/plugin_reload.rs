@@ -71,6 +71,7 @@ async fn call_versioned(set: &PluginSet) -> String {
         sandbox,
         agentd::plugin::clock::StepClock::new(),
         Default::default(),
+        std::sync::Arc::new(agentd::plugin::NoHuman("plugin reload tests ask no one")),
     );
     tools
         .invoke("versioned", "{}")

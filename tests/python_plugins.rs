@@ -6,7 +6,8 @@
 //! run's sandbox; a Python tool that raises (the model sees the error, the
 //! run goes on); one that never returns (the step deadline stops it, the
 //! run names it, the daemon keeps serving); a strategy written in Python;
-//! and 50 concurrent runs on a Python tool.
+//! 50 concurrent runs on a Python tool; and a Python tool asking a person
+//! through `agentd.ask_human`.
 //!
 //! Python components take 7-17 s each to compile, so the daemons here share
 //! one compile cache (`Daemon::start_sharing_compile_cache`): the first
@@ -17,9 +18,11 @@ mod common;
 
 use std::time::Duration;
 
+use agentd::plugin::bindings::types::ErrorCode;
 use agentd::plugin::clock::StepClock;
 use agentd::plugin::tool::ToolBox;
-use agentd::plugin::{EngineLimits, PluginHost};
+use agentd::plugin::tool::ToolFailure;
+use agentd::plugin::{AskFailure, AskHuman, EngineLimits, NoHuman, PluginHost};
 use agentd::sandbox::{NoSandbox, SandboxProvider};
 use agentd::testkit::{FakeLlm, Reply};
 use common::daemon::Daemon;
@@ -93,7 +96,7 @@ async fn python_plugins_are_built_loaded_and_listed_with_their_contract() {
         assert_eq!(p["status"], "loaded", "{p}");
         assert_eq!(p["kind"], *kind, "{p}");
         assert_eq!(p["version"], "0.1.0", "{p}");
-        assert_eq!(p["contract"], "0.2.1", "{p}");
+        assert_eq!(p["contract"], "0.2.2", "{p}");
         assert_eq!(p["serving_version"], "0.1.0", "{p}");
         for field in common::PLUGIN_STATUS_FIELDS {
             assert!(p.get(*field).is_some(), "{name} lacks {field}: {p}");
@@ -384,6 +387,7 @@ async fn a_runs_whole_share_of_the_pool_may_be_python_instances() {
             sandbox.clone(),
             StepClock::new(),
             Default::default(),
+            std::sync::Arc::new(agentd::plugin::NoHuman("no person here")),
         );
         let text = format!("instance {i}");
         let out = tools
@@ -577,4 +581,68 @@ async fn runs_go_on_while_a_new_python_component_compiles() {
         "{}",
         d.log_text()
     );
+}
+
+/// Answers every question with who asked it and what.
+struct Answering;
+
+#[async_trait::async_trait]
+impl AskHuman for Answering {
+    async fn ask(&self, plugin: &str, question: String) -> Result<String, AskFailure> {
+        Ok(format!("main ({plugin} asked {question:?})"))
+    }
+}
+
+/// `agentd.ask_human` in a real component: the question reaches the run's
+/// `AskHuman` under the tool's name and the answer comes back; with no one
+/// to ask, the host's reason is the tool's error, code and text kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_tool_asks_a_person_through_the_sdk() {
+    common::built_python_plugins();
+    let dir = common::plugins_dir(&["py_ask"]);
+    let host = PluginHost::new(EngineLimits {
+        max_concurrent_runs: 1,
+    })
+    .expect("plugin host")
+    .with_cache_dir(common::daemon::shared_compile_cache())
+    .expect("compile cache");
+    let report = host.load_dir(dir.path()).await.expect("load");
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let plugin = host.snapshot().tool("py_ask").expect("py_ask");
+    assert_eq!(plugin.meta.contract, agentd::plugin::Contract::V0_2_2);
+    let sandbox = NoSandbox::new("no sandbox here").for_run("ask");
+    let human: [std::sync::Arc<dyn AskHuman>; 2] = [
+        std::sync::Arc::new(Answering),
+        std::sync::Arc::new(NoHuman("nobody is here to answer")),
+    ];
+    let [answering, nobody] = human;
+    let mut tools = ToolBox::new(
+        vec![plugin.clone()],
+        sandbox.clone(),
+        StepClock::new(),
+        Default::default(),
+        answering,
+    );
+    let answer = tools
+        .invoke("py_ask", r#"{"question": "Which branch?"}"#)
+        .await
+        .expect("answered");
+    assert_eq!(
+        answer,
+        r#"the person said: main (py_ask asked "Which branch?")"#
+    );
+    let mut tools = ToolBox::new(
+        vec![plugin],
+        sandbox,
+        StepClock::new(),
+        Default::default(),
+        nobody,
+    );
+    match tools.invoke("py_ask", r#"{"question": "Anyone?"}"#).await {
+        Err(ToolFailure::Reported(e)) => {
+            assert_eq!(e.code, ErrorCode::Failed, "{e:?}");
+            assert_eq!(e.message, "nobody is here to answer");
+        }
+        other => panic!("{other:?}"),
+    }
 }

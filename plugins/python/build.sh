@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the Python plugins with componentize-py (installed, pinned, by
-# scripts/ensure-componentize-py.sh) against contract 0.2.1.
+# scripts/ensure-componentize-py.sh) against contract 0.2.2.
 #
 #   plugins/python/build.sh                 # every plugin, skipping unchanged ones
 #   plugins/python/build.sh file_search     # only these
 #   plugins/python/build.sh --force         # rebuild even when unchanged
 #   plugins/python/build.sh --out DIR       # write DIR/<name>.wasm
-#   plugins/python/build.sh --contract 0.2.0 --out DIR NAME...
-#                                           # for hosts older than 0.2.1 (worlds
-#                                           # tool and strategy; no config, no http)
+#   plugins/python/build.sh --contract 0.2.1 --out DIR NAME...
+#                                           # for hosts older than 0.2.2 (no human);
+#                                           # --contract 0.2.0 for hosts older than
+#                                           # 0.2.1 (worlds tool and strategy; no
+#                                           # config, no http)
 #
 # A plugin is a folder with an `app.py` (the app module) whose first line
 # names its world: `# world: tool`, `# world: http-tool` or
@@ -24,8 +26,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$root/plugins/target/wasm32-wasip2/release"
-wit="$root/wit/since_v0.2.1"
-contract="0.2.1"
+wit="$root/wit/since_v0.2.2"
+contract="0.2.2"
 force=0
 names=()
 while [ $# -gt 0 ]; do

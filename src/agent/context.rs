@@ -25,6 +25,7 @@ use super::stuck::{self, is_stuck};
 use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
 use crate::chat::{ToolChoice, ToolSpec, Usage};
 use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
+use crate::plugin::human::{AskFailure, AskHuman};
 use crate::plugin::run_host::{AddMessageError, ChatFailure, RunHost, StepConfig};
 use crate::sync::LockExt;
 
@@ -203,9 +204,13 @@ impl RunContext {
     /// A plugin's question to a person (`human.ask`): waits for the answer
     /// at most `input_timeout`. The question and the answer are cut to
     /// `max_message_bytes` like any message, since both are kept.
-    pub async fn ask_person(&self, plugin: &str, mut question: String) -> Result<String, AskError> {
+    pub async fn ask_person(
+        &self,
+        plugin: &str,
+        mut question: String,
+    ) -> Result<String, AskFailure> {
         let Some(human) = self.human.clone() else {
-            return Err(AskError::Unavailable(format!(
+            return Err(AskFailure::Unavailable(format!(
                 "no person can be asked in this run (agent `{}`): nothing answers its questions here",
                 self.settings.name
             )));
@@ -262,7 +267,7 @@ impl RunContext {
                     by_uid: None,
                     timed_out: true,
                 });
-                Err(AskError::NoAnswer(format!(
+                Err(AskFailure::NoAnswer(format!(
                     "no answer within {} (input_timeout)",
                     human_duration(timeout)
                 )))
@@ -828,18 +833,6 @@ impl RunHost for RunContext {
     }
 }
 
-/// Why a plugin's question got no answer (the plugin host's `AskFailure`
-/// says the same in its own terms).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AskError {
-    /// Nobody answered within `input_timeout`.
-    #[error("{0}")]
-    NoAnswer(String),
-    /// Nobody can be asked in this run.
-    #[error("{0}")]
-    Unavailable(String),
-}
-
 /// Adds the current wait to the run's waited time when it ends, however
 /// it ends (answered, timed out, dropped by a cancel).
 struct WaitCounted<'a>(&'a RunContext);
@@ -850,5 +843,14 @@ impl Drop for WaitCounted<'_> {
         if let Some(since) = st.waiting_since.take() {
             st.waited += since.elapsed();
         }
+    }
+}
+
+/// The run as whoever answers its plugins' `human.ask`: the question waits
+/// on the run's channel (see [`RunContext::ask_person`]).
+#[async_trait::async_trait]
+impl AskHuman for RunContext {
+    async fn ask(&self, plugin: &str, question: String) -> Result<String, AskFailure> {
+        self.ask_person(plugin, question).await
     }
 }

@@ -477,6 +477,7 @@ async fn step_loop(
         tools,
         tools_sandbox,
         ctx.clone(),
+        ctx.clone(),
         grants,
         step_timeout,
     );

@@ -37,6 +37,10 @@ pub fn classify(import: &str) -> ImportNeed {
             true,
             "the plugin's settings; empty unless [plugins.<name>] config is set",
         ),
+        "agentd:plugin/human" => (
+            true,
+            "asks the run's operator a question and waits; needs no grant (fails outside a run)",
+        ),
         f if f.starts_with("agentd:plugin/") => (true, "the agentd contract"),
         "wasi:http/outgoing-handler" => (
             true,
@@ -84,6 +88,11 @@ mod tests {
             ["env", "secrets"]
         );
         assert_eq!(classify("agentd:plugin/config@0.2.1").grants, ["config"]);
+        // Asking a person needs no grant: the person is the run's operator,
+        // who sees every question.
+        let human = classify("agentd:plugin/human@0.2.2");
+        assert!(human.provided && human.grants.is_empty(), "{human:?}");
+        assert!(human.note.contains("operator"), "{human:?}");
         let sandbox = classify("agentd:plugin/sandbox@0.2.0");
         assert!(sandbox.provided && sandbox.grants.is_empty());
         let sockets = classify("wasi:sockets/tcp@0.2.0");

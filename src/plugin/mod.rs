@@ -21,6 +21,7 @@
 //!    `bindings`, `clock`, `log_rate`
 //!    (how fast one store may log), `stdio`,
 //!    `cache`, `run_host` (what the strategy world needs from a run),
+//!    `human` (what both worlds' `human.ask` needs from a run),
 //!    `import_needs` (the grant each import needs, from its name) and
 //!    `tool_schema` (a tool's parameters checked as a JSON Schema), both
 //!    for `agentd plugin check`;
@@ -51,6 +52,7 @@ mod error;
 pub mod grants;
 mod host;
 pub mod host_tool;
+pub mod human;
 pub mod import_needs;
 pub mod limits;
 mod loader;
@@ -81,6 +83,7 @@ pub use error::PluginError;
 pub use grants::{AllowList, Grants, PluginGrant, Secret};
 pub use host::PluginHost;
 pub use host_tool::{HostTool, RunTools};
+pub use human::{AskFailure, AskHuman, NoHuman};
 pub use loader::{Compiled, Loader, MAX_COMPONENT_BYTES};
 pub use meta::{grants_for, is_valid_plugin_name, PluginKind, PluginMeta, StrategyDefaults};
 pub use registry::{LoadedPlugin, PluginSet};

@@ -15,6 +15,7 @@ use super::bindings::Contract;
 use super::clock::StepClock;
 use super::convert::spec_from_wit;
 use super::error::PluginError;
+use super::human::NoHuman;
 use super::meta::{is_valid_plugin_name, PluginKind, PluginMeta};
 use super::registry::LoadedPlugin;
 use super::store::new_store;
@@ -115,6 +116,7 @@ pub(super) async fn check(
                     StepClock::new(),
                     memory_limit,
                     Arc::default(),
+                    Arc::new(NoHuman::PROBE),
                 ),
             );
             let probe = async {

@@ -13,6 +13,7 @@ use wasmtime::Store;
 use super::clock::StepClock;
 use super::grants::Grants;
 use super::host_tool::RunTools;
+use super::human::AskHuman;
 use super::limits::LimitHit;
 use super::run_host::RunHost;
 use super::store::new_store;
@@ -89,13 +90,15 @@ pub struct StrategySession {
 impl StrategySession {
     /// Instantiates `strategy` for one run, with the run's tools (each
     /// instantiated on its first call) acting on `sandbox`, each plugin
-    /// given what `grants` grants it. Instantiation is
+    /// given what `grants` grants it; the strategy's and the tools'
+    /// `human.ask` go to `human`. Instantiation is
     /// bounded by `limit`; dropping the future abandons it.
     pub async fn start(
         strategy: &StrategyPlugin,
         tools: RunTools,
         sandbox: Arc<dyn Sandbox>,
         host: Arc<dyn RunHost>,
+        human: Arc<dyn AskHuman>,
         grants: Arc<Grants>,
         limit: Duration,
     ) -> Result<Self, SessionError> {
@@ -103,13 +106,14 @@ impl StrategySession {
         let clock = StepClock::new();
         let grant = grants.of(&name);
         let memory_limit = grant.memory_limit_or(strategy.memory_limit);
-        let tools =
-            ToolBox::new(tools.plugins, sandbox, clock.clone(), grants).with_hosted(tools.hosted);
+        let tools = ToolBox::new(tools.plugins, sandbox, clock.clone(), grants, human.clone())
+            .with_hosted(tools.hosted);
         let mut store = new_store(
             strategy.pre.engine(),
             StrategyState::new(
                 name.clone(),
                 host,
+                human,
                 tools,
                 clock.clone(),
                 memory_limit,

@@ -1,6 +1,7 @@
 //! The host side of the `strategy` world: the imports a strategy uses to see
 //! its agent, talk to the LLM and call tools, all served by the run through
-//! [`RunHost`]. Waits on the LLM and on tools' sandboxes pause the step
+//! [`RunHost`], and asks the run's person through `human` ([`AskHuman`]).
+//! Waits on the LLM, on a person and on tools' sandboxes pause the step
 //! clock here, where they happen. Every contract version's imports are
 //! served here: 0.1.0's by converting to the current ones.
 
@@ -13,11 +14,12 @@ use super::bindings::types::{self as wit, ErrorCode};
 use super::bindings::v0_1::strategy::agentd::plugin::{
     agent as old_agent, logging as old_logging, types as old_types,
 };
-use super::bindings::v0_2::strategy::agentd::plugin::{agent, config, logging};
+use super::bindings::v0_2::strategy::agentd::plugin::{agent, config, human, logging};
 use super::clock::StepClock;
 use super::compat_v0_1::{old, Conv};
 use super::convert::*;
 use super::grants::PluginGrant;
+use super::human::{AskHuman, NoHuman};
 use super::limits::{LimitHit, StoreLimiter};
 use super::log_rate::LogRate;
 use super::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost};
@@ -25,7 +27,8 @@ use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_
 use super::tool::{ToolBox, ToolFailure};
 
 /// The data of a strategy's store: its WASI context and handles, its
-/// limiter, the run it serves and the run's tools.
+/// limiter, the run it serves, whoever answers the run's questions, and the
+/// run's tools.
 pub struct StrategyState {
     wasi: WasiCtx,
     /// What the operator granted the strategy: its environment and settings.
@@ -36,16 +39,20 @@ pub struct StrategyState {
     /// The store's log budget, shared with its stdout and stderr.
     log_rate: Arc<LogRate>,
     host: Arc<dyn RunHost>,
+    /// Who answers `human.ask`: the run, or a [`NoHuman`].
+    human: Arc<dyn AskHuman>,
     tools: ToolBox,
     clock: Arc<StepClock>,
 }
 
 impl StrategyState {
     /// The state of `plugin`'s store for one run, its memories summed
-    /// limited to `memory_limit` bytes, with what `grant` grants.
+    /// limited to `memory_limit` bytes, with what `grant` grants, its
+    /// questions answered by `human`.
     pub fn new(
         plugin: Arc<str>,
         host: Arc<dyn RunHost>,
+        human: Arc<dyn AskHuman>,
         tools: ToolBox,
         clock: Arc<StepClock>,
         memory_limit: usize,
@@ -60,6 +67,7 @@ impl StrategyState {
             plugin,
             log_rate,
             host,
+            human,
             tools,
             clock,
         }
@@ -70,10 +78,12 @@ impl StrategyState {
         let sandbox = crate::sandbox::NoSandbox::new("load-time probe");
         let sandbox = crate::sandbox::SandboxProvider::for_run(&sandbox, "probe");
         let clock = StepClock::new();
+        let human: Arc<dyn AskHuman> = Arc::new(NoHuman::PROBE);
         Self::new(
             plugin,
             Arc::new(ProbeHost),
-            ToolBox::new(Vec::new(), sandbox, clock.clone(), Arc::default()),
+            human.clone(),
+            ToolBox::new(Vec::new(), sandbox, clock.clone(), Arc::default(), human),
             clock,
             memory_limit,
             Arc::default(),
@@ -118,6 +128,19 @@ impl logging::Host for StrategyState {
     async fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
         plugin_log(&self.log_rate, level, &message);
         Ok(())
+    }
+}
+
+impl human::Host for StrategyState {
+    async fn ask(&mut self, question: String) -> wasmtime::Result<Result<String, wit::Error>> {
+        // A person may take minutes: not plugin time (`input_timeout`
+        // bounds the wait, not the step deadline).
+        let _paused = self.clock.pause();
+        Ok(self
+            .human
+            .ask(&self.plugin, question)
+            .await
+            .map_err(|e| e.into_wit()))
     }
 }
 

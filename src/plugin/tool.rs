@@ -18,6 +18,7 @@ use super::compat_v0_1;
 use super::convert::error;
 use super::grants::Grants;
 use super::host_tool::HostTool;
+use super::human::AskHuman;
 use super::limits::LimitHit;
 use super::meta::PluginMeta;
 use super::store::new_store;
@@ -52,7 +53,7 @@ pub fn link_tool(linker: &mut Linker<ToolState>) -> wasmtime::Result<()> {
 pub enum ToolPre {
     /// Built against `agentd:plugin@0.1.0`.
     V0_1(v0_1::tool::ToolPre<ToolState>),
-    /// Built against `agentd:plugin@0.2.0` or `0.2.1` (the current contract).
+    /// Built against `agentd:plugin@0.2.0`, `0.2.1` or `0.2.2` (the current contract).
     V0_2(v0_2::tool::ToolPre<ToolState>),
 }
 
@@ -67,7 +68,9 @@ impl ToolPre {
         let pre = linker.instantiate_pre(component)?;
         Ok(match contract {
             Contract::V0_1 => ToolPre::V0_1(v0_1::tool::ToolPre::new(pre)?),
-            Contract::V0_2 | Contract::V0_2_1 => ToolPre::V0_2(v0_2::tool::ToolPre::new(pre)?),
+            Contract::V0_2 | Contract::V0_2_1 | Contract::V0_2_2 => {
+                ToolPre::V0_2(v0_2::tool::ToolPre::new(pre)?)
+            }
         })
     }
 
@@ -195,21 +198,25 @@ pub struct ToolBox {
     clock: Arc<StepClock>,
     /// The grants of the configuration the run was created under.
     grants: Arc<Grants>,
+    /// Who answers the tools' `human.ask`: the run, or nobody.
+    human: Arc<dyn AskHuman>,
 }
 
 impl ToolBox {
     /// The tools an agent names, none instantiated yet; they act on `sandbox`,
-    /// count their time on the run's `clock`, and get what `grants` grants
-    /// each of them.
+    /// count their time on the run's `clock`, get what `grants` grants
+    /// each of them, and ask `human` their questions.
     pub fn new(
         plugins: Vec<Arc<ToolPlugin>>,
         sandbox: Arc<dyn Sandbox>,
         clock: Arc<StepClock>,
         grants: Arc<Grants>,
+        human: Arc<dyn AskHuman>,
     ) -> Self {
         ToolBox {
             clock,
             grants,
+            human,
             plugins: plugins
                 .into_iter()
                 .map(|p| (p.meta.name.clone(), p))
@@ -255,6 +262,7 @@ impl ToolBox {
                     self.clock.clone(),
                     memory_limit,
                     grant.clone(),
+                    self.human.clone(),
                 ),
             );
             let instance = match plugin.pre.instantiate(&mut store).await {
@@ -339,15 +347,17 @@ pub enum CallFailure {
 }
 
 /// One call of `tool` outside any run, in a fresh instance acting on
-/// `sandbox` with what `grants` grants it; its plugin time (sandbox waits
-/// do not count, as in a step) bounded by its grant's `timeout`, else
-/// `step_timeout`. What `agentd plugin call` and the daemon's MCP server
-/// both do: neither has a step to count against. Dropping the future
-/// drops the call.
+/// `sandbox` with what `grants` grants it, its questions to a person going
+/// to `human` (neither caller has one: a [`super::human::NoHuman`] saying
+/// why); its plugin time (sandbox waits do not count, as in a step) bounded
+/// by its grant's `timeout`, else `step_timeout`. What `agentd plugin call`
+/// and the daemon's MCP server both do: neither has a step to count
+/// against. Dropping the future drops the call.
 pub async fn call_once(
     tool: Arc<ToolPlugin>,
     sandbox: Arc<dyn Sandbox>,
     grants: Arc<Grants>,
+    human: Arc<dyn AskHuman>,
     arguments: &str,
     step_timeout: Duration,
 ) -> Result<String, CallFailure> {
@@ -355,7 +365,7 @@ pub async fn call_once(
     let deadline = grants.of(&name).timeout.unwrap_or(step_timeout);
     let clock = StepClock::new();
     clock.start(&name);
-    let mut tools = ToolBox::new(vec![tool], sandbox, clock.clone(), grants);
+    let mut tools = ToolBox::new(vec![tool], sandbox, clock.clone(), grants, human);
     let invoke = tools.invoke(&name, arguments);
     tokio::pin!(invoke);
     loop {

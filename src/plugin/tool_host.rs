@@ -1,7 +1,7 @@
 //! The host side of the `tool` world: the state of one tool's store (one
 //! per tool per run, created on the tool's first call by the run's
 //! [`ToolBox`](super::tool::ToolBox)), with the run's sandbox behind the
-//! `sandbox` import. Every contract version's imports are served here:
+//! `sandbox` import and the run's person behind `human`. Every contract version's imports are served here:
 //! 0.1.0's by converting to the current ones.
 
 use std::sync::Arc;
@@ -14,21 +14,22 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::bindings::types as wit;
 use super::bindings::v0_1::strategy::agentd::plugin::{logging as old_logging, types as old_types};
 use super::bindings::v0_1::tool::agentd::plugin::sandbox as old_sandbox;
-use super::bindings::v0_2::strategy::agentd::plugin::{config, logging};
+use super::bindings::v0_2::strategy::agentd::plugin::{config, human, logging};
 use super::bindings::v0_2::tool::agentd::plugin::sandbox as wit_sandbox;
 use super::clock::{Paused, StepClock};
 use super::compat_v0_1::{old, Conv};
 use super::convert::sandbox_error;
 use super::egress::Egress;
 use super::grants::PluginGrant;
+use super::human::AskHuman;
 use super::limits::{LimitHit, StoreLimiter};
 use super::log_rate::LogRate;
 use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_wasi, Limited};
 use crate::sandbox::{CommandSpec, Sandbox};
 
 /// The data of one tool's store in one run: its WASI context and handles,
-/// its limiter, its grant (environment, settings, HTTP egress), and the
-/// run's sandbox.
+/// its limiter, its grant (environment, settings, HTTP egress), the run's
+/// sandbox and whoever answers the run's questions.
 pub struct ToolState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
@@ -40,21 +41,24 @@ pub struct ToolState {
     /// The store's log budget, shared with its stdout and stderr.
     log_rate: Arc<LogRate>,
     sandbox: Arc<dyn Sandbox>,
-    /// The run's step clock; sandbox waits do not count against the step
-    /// deadline (commands have their own timeout).
+    /// The run's step clock; sandbox waits and questions to a person do not
+    /// count against the step deadline (each has its own timeout).
     clock: Arc<StepClock>,
+    /// Who answers `human.ask`: the run, or a [`super::human::NoHuman`].
+    human: Arc<dyn AskHuman>,
 }
 
 impl ToolState {
     /// The state of `plugin`'s store in one run, acting on `sandbox`, its
     /// memories summed limited to `memory_limit` bytes, given what `grant`
-    /// grants.
+    /// grants, its questions answered by `human`.
     pub fn new(
         plugin: Arc<str>,
         sandbox: Arc<dyn Sandbox>,
         clock: Arc<StepClock>,
         memory_limit: usize,
         grant: Arc<PluginGrant>,
+        human: Arc<dyn AskHuman>,
     ) -> Self {
         let log_rate = LogRate::new(plugin.clone());
         ToolState {
@@ -68,6 +72,7 @@ impl ToolState {
             log_rate,
             sandbox,
             clock,
+            human,
         }
     }
 
@@ -123,6 +128,19 @@ impl logging::Host for ToolState {
     async fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
         plugin_log(&self.log_rate, level, &message);
         Ok(())
+    }
+}
+
+impl human::Host for ToolState {
+    async fn ask(&mut self, question: String) -> wasmtime::Result<Result<String, wit::Error>> {
+        // A person may take minutes: not plugin time (`input_timeout`
+        // bounds the wait, not the step deadline or the tool's timeout).
+        let _paused = self.pause();
+        Ok(self
+            .human
+            .ask(&self.plugin, question)
+            .await
+            .map_err(|e| e.into_wit()))
     }
 }
 

@@ -65,9 +65,11 @@ pub const ALL_TEST_PLUGINS: &[&str] = &[
     "bash",
     "str_replace_editor",
     "python_execute",
+    "ask_human",
     "legacy_strategy",
     "legacy_tool",
     "legacy_v0_2_tool",
+    "legacy_v0_2_1_tool",
 ];
 
 pub struct Harness {

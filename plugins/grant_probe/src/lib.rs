@@ -20,7 +20,7 @@ mod http {
                 import wasi:http/outgoing-handler@0.2.12;
             }
         ",
-        path: "../../../wit/since_v0.2.1",
+        path: "../../../wit/since_v0.2.2",
         generate_all,
     });
 }

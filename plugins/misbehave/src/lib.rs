@@ -3,7 +3,9 @@
 //! The system prompt picks the behaviour because it is the one input a test
 //! sets per agent.
 
-use agentd_strategy_sdk::{Defaults, Error, Guest, Message, Metadata, agent, export_strategy};
+use agentd_strategy_sdk::{
+    Defaults, Error, Guest, Message, Metadata, agent, export_strategy, human,
+};
 
 struct Misbehave;
 
@@ -119,6 +121,11 @@ impl Guest for Misbehave {
             }
             agent::finish();
             return Ok(format!("logged {n} lines twice"));
+        }
+        if let Some(question) = prompt.split("ask-human").nth(1) {
+            // A strategy asking a person itself (contract 0.2.2), not
+            // through the `ask_human` tool: the host's error is the step's.
+            return human::ask(question.trim()).map(|answer| format!("the person said: {answer}"));
         }
         if prompt.contains("print") {
             println!("hello from stdout");

@@ -16,7 +16,7 @@ use crate::cli::exit;
 use crate::config::{default_config_path, Config};
 use crate::plugin::bindings::types::ErrorCode;
 use crate::plugin::tool::{call_once as call_tool_once, CallFailure, ToolFailure};
-use crate::plugin::{EngineLimits, Grants, LoadedPlugin, PluginHost, ToolPlugin};
+use crate::plugin::{EngineLimits, Grants, LoadedPlugin, NoHuman, PluginHost, ToolPlugin};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, Sandbox, SandboxProvider};
 
@@ -171,6 +171,13 @@ async fn find_tool(
     })
 }
 
+/// What a tool that asks a person is told: `plugin call` is the author's
+/// test of one call, with no run to wait in (a run's `ask_human` is
+/// answered through the daemon).
+const NO_HUMAN: NoHuman = NoHuman(
+    "`agentd plugin call` has no person to ask: a question is answered only in a run (through the daemon)",
+);
+
 /// One `invoke` (the plugin layer's [`call_tool_once`]: its plugin time bounded
 /// by `step_timeout`, sandbox waits not counted, as in a run), and Ctrl-C
 /// heeded.
@@ -182,7 +189,7 @@ async fn call_once(
     step_timeout: Duration,
 ) -> Called {
     tokio::select! {
-        result = call_tool_once(tool, sandbox, grants, arguments, step_timeout) => match result {
+        result = call_tool_once(tool, sandbox, grants, Arc::new(NO_HUMAN), arguments, step_timeout) => match result {
             Ok(text) => Called::Result(text),
             Err(CallFailure::Tool(ToolFailure::Reported(e))) => {
                 Called::Failed(format!("{}: {}", code_name(e.code), e.message))

@@ -17,6 +17,43 @@ pub type File = (&'static str, &'static str);
 /// `wit/since_vX.Y.Z` folder, relative to it.
 pub const CONTRACTS: &[(&str, &[File])] = &[
     (
+        "0.2.2",
+        &[
+            (
+                "agentd.wit",
+                include_str!("../../../wit/since_v0.2.2/agentd.wit"),
+            ),
+            (
+                "deps/cli.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/cli.wit"),
+            ),
+            (
+                "deps/clocks.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/clocks.wit"),
+            ),
+            (
+                "deps/filesystem.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/filesystem.wit"),
+            ),
+            (
+                "deps/http.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/http.wit"),
+            ),
+            (
+                "deps/io.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/io.wit"),
+            ),
+            (
+                "deps/random.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/random.wit"),
+            ),
+            (
+                "deps/sockets.wit",
+                include_str!("../../../wit/since_v0.2.2/deps/sockets.wit"),
+            ),
+        ],
+    ),
+    (
         "0.2.1",
         &[
             (
@@ -138,6 +175,10 @@ pub const SDK_PYTHON: &[File] = &[
     (
         "agentd/http.py",
         include_str!("../../../plugins/python/sdk/agentd/http.py"),
+    ),
+    (
+        "agentd/human.py",
+        include_str!("../../../plugins/python/sdk/agentd/human.py"),
     ),
     (
         "agentd/log.py",

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::session_sandbox::SessionSandbox;
 use crate::daemon::state::Daemon;
 use crate::plugin::tool::call_once;
-use crate::plugin::{PluginSet, ToolPlugin};
+use crate::plugin::{NoHuman, PluginSet, ToolPlugin};
 
 /// The MCP description of a tool plugin: its spec as the model sees it. A
 /// schema that is not a JSON object (the loader checked it is JSON Schema,
@@ -55,6 +55,9 @@ pub async fn call(
         plugin,
         lease.sandbox.clone(),
         runtime.grants.clone(),
+        // The MCP client is a program: its call has no run, and no one
+        // waiting on the other end to answer a question.
+        Arc::new(NoHuman("an MCP client's tool call has no person to ask")),
         &arguments,
         runtime.step_timeout,
     );

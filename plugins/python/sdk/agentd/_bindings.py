@@ -17,7 +17,7 @@ except ImportError:  # worlds `tool` and `strategy`
     except ImportError as e:
         raise ImportError(
             "agentd: no generated bindings (wit_world): build this module with "
-            "componentize-py against a world of wit/since_v0.2.1 "
+            "componentize-py against a world of wit/since_v0.2.2 "
             "(plugins/python/build.sh does)"
         ) from e
 
@@ -28,6 +28,11 @@ try:
     from wit_world.imports import config as config_api  # noqa: F401
 except ImportError:  # a world of contract 0.2.0, which has no `config`
     config_api = None
+
+try:
+    from wit_world.imports import human as human_api  # noqa: F401
+except ImportError:  # a world of a contract before 0.2.2, which has no `human`
+    human_api = None
 
 from .errors import HostError, ToolError  # noqa: E402
 

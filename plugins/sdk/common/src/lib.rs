@@ -1,6 +1,6 @@
 //! The part of the contract that strategies and tools share: the `types`,
-//! `logging` and `config` interfaces of `agentd:plugin@0.2.1`, and their
-//! helpers.
+//! `logging`, `config` and `human` interfaces of `agentd:plugin@0.2.2`, and
+//! their helpers.
 //!
 //! Plugins need not depend on this crate: `agentd-strategy-sdk` and
 //! `agentd-tool-sdk` map both interfaces here with wit-bindgen's `with:` and
@@ -8,14 +8,14 @@
 //! same Rust types, so the helpers below (inherent impls, which must live in
 //! the crate that defines the type) are written once too.
 //!
-//! Only these three interfaces are generated, through an inline world that
+//! Only these four interfaces are generated, through an inline world that
 //! imports nothing else: a component embeds the type section of every world
 //! its crates generate, so generating the `strategy` or `tool` world here
 //! would give every plugin the other kind's imports (`agent` in tools,
-//! `sandbox` in strategies). All three interfaces are already part of both
+//! `sandbox` in strategies). All four interfaces are already part of both
 //! worlds, so this crate's section adds no import to any component.
 
-/// Raw `wit-bindgen` output for `types`, `logging` and `config`, public for anything
+/// Raw `wit-bindgen` output for `types`, `logging`, `config` and `human`, public for anything
 /// the re-exports miss.
 pub mod bindings {
     wit_bindgen::generate!({
@@ -23,12 +23,13 @@ pub mod bindings {
             package agentd:plugin-types;
 
             world common {
-                import agentd:plugin/types@0.2.1;
-                import agentd:plugin/logging@0.2.1;
-                import agentd:plugin/config@0.2.1;
+                import agentd:plugin/types@0.2.2;
+                import agentd:plugin/logging@0.2.2;
+                import agentd:plugin/config@0.2.2;
+                import agentd:plugin/human@0.2.2;
             }
         ",
-        path: "../../../wit/since_v0.2.1",
+        path: "../../../wit/since_v0.2.2",
         // The interfaces belong to another package than the inline world,
         // and wit-bindgen only generates those it is told to.
         generate_all,
@@ -37,6 +38,11 @@ pub mod bindings {
     });
 }
 
+/// `human::ask(question)` asks the run's operator and waits for the answer
+/// (`Err` when nobody answered within the agent's `input_timeout`, the run
+/// was cancelled, or there is no run to ask in, as under `agentd plugin
+/// call`); the wait is not counted against the step deadline.
+pub use bindings::agentd::plugin::human;
 pub use bindings::agentd::plugin::{config, logging, types};
 pub use types::{
     Error, ErrorCode, Message, PluginMetadata as Metadata, Role, ToolCall, ToolChoice, ToolSpec,
@@ -46,7 +52,7 @@ pub use types::{
 /// The contract the SDKs build against: the host reports it for each plugin
 /// (`agentd plugins`, `GET /v1/plugins`). It is defined here because both
 /// SDKs build against the same WIT folder as this crate.
-pub const CONTRACT: &str = "agentd:plugin@0.2.1";
+pub const CONTRACT: &str = "agentd:plugin@0.2.2";
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -184,7 +190,7 @@ mod tests {
 
     #[test]
     fn contract_names_the_package_the_bindings_come_from() {
-        let wit = include_str!("../../../../wit/since_v0.2.1/agentd.wit");
+        let wit = include_str!("../../../../wit/since_v0.2.2/agentd.wit");
         assert!(wit.contains(&format!("\npackage {CONTRACT};\n")));
     }
 

@@ -8,17 +8,19 @@
 //! them and of their helpers (`Error::new`, `Message::user`, `log`, ...).
 
 /// Raw `wit-bindgen` output, public for anything the re-exports miss.
-/// `types` and `logging` are not in it: they are `agentd_plugin_types`'s.
+/// `types`, `logging`, `config` and `human` are not in it: they are
+/// `agentd_plugin_types`'s.
 pub mod bindings {
     wit_bindgen::generate!({
         world: "strategy",
-        path: "../../../wit/since_v0.2.1",
+        path: "../../../wit/since_v0.2.2",
         // Generated once, in agentd-plugin-types, so that both SDKs share
         // these types and the helpers on them.
         with: {
-            "agentd:plugin/types@0.2.1": agentd_plugin_types::types,
-            "agentd:plugin/logging@0.2.1": agentd_plugin_types::logging,
-            "agentd:plugin/config@0.2.1": agentd_plugin_types::config,
+            "agentd:plugin/types@0.2.2": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.2": agentd_plugin_types::logging,
+            "agentd:plugin/config@0.2.2": agentd_plugin_types::config,
+            "agentd:plugin/human@0.2.2": agentd_plugin_types::human,
         },
         // Lets plugin code and tests compare this world's records
         // (requests, responses, configs), as they can messages and errors.
@@ -31,7 +33,7 @@ pub mod bindings {
 
 pub use agentd_plugin_types::{
     CONTRACT, Error, ErrorCode, Message, Metadata, Role, ToolCall, ToolChoice, ToolSpec, Usage,
-    config, log,
+    config, human, log,
 };
 pub use bindings::agentd::plugin::agent::{
     self, AgentConfig, ChatError, ChatRequest, ChatResponse, FinishReason,

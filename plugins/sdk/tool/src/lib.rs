@@ -8,17 +8,19 @@
 //! them and of their helpers (`Error::new`, `ToolSpec::new`, `log`, ...).
 
 /// Raw `wit-bindgen` output, public for anything the re-exports miss.
-/// `types` and `logging` are not in it: they are `agentd_plugin_types`'s.
+/// `types`, `logging`, `config` and `human` are not in it: they are
+/// `agentd_plugin_types`'s.
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool",
-        path: "../../../wit/since_v0.2.1",
+        path: "../../../wit/since_v0.2.2",
         // Generated once, in agentd-plugin-types, so that both SDKs share
         // these types and the helpers on them.
         with: {
-            "agentd:plugin/types@0.2.1": agentd_plugin_types::types,
-            "agentd:plugin/logging@0.2.1": agentd_plugin_types::logging,
-            "agentd:plugin/config@0.2.1": agentd_plugin_types::config,
+            "agentd:plugin/types@0.2.2": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.2": agentd_plugin_types::logging,
+            "agentd:plugin/config@0.2.2": agentd_plugin_types::config,
+            "agentd:plugin/human@0.2.2": agentd_plugin_types::human,
         },
         // Lets plugin code and tests compare this world's records
         // (commands, outputs, entries), as they can messages and errors.
@@ -29,7 +31,7 @@ pub mod bindings {
     });
 }
 
-pub use agentd_plugin_types::{CONTRACT, Error, ErrorCode, Metadata, ToolSpec, config, log};
+pub use agentd_plugin_types::{CONTRACT, Error, ErrorCode, Metadata, ToolSpec, config, human, log};
 pub use bindings::agentd::plugin::sandbox::{self, Command, CommandOutput, DirEntry};
 /// `export_tool!(MyTool)` makes `MyTool` (which implements [`Guest`]) the
 /// component's `tool-api` export. Use it exactly once.
