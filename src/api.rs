@@ -31,6 +31,11 @@ pub struct CreateRun {
 #[serde(deny_unknown_fields)]
 pub struct InputRun {
     pub text: String,
+    /// The question's id (`waiting.id`): when given, the answer is taken
+    /// only for that question, so one meant for a question that timed out
+    /// never answers the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// `POST /v1/runs/{id}/approve`: the decision on the call the run holds.
@@ -227,7 +232,7 @@ impl RunSummary {
             },
             request_truncated: self.request_truncated || cut.is_some(),
             state: self.state,
-            waiting: self.waiting.clone(),
+            waiting: self.waiting.as_ref().map(|w| w.cut(LIST_REQUEST_CHARS)),
             outcome: self.outcome,
             steps: self.steps,
             max_steps: self.max_steps,

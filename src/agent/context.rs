@@ -187,18 +187,25 @@ impl RunContext {
     }
 
     /// Puts `waiting` on the run's channel and waits at most `timeout`;
-    /// `announce` is emitted once it can be answered. The time is recorded
-    /// as waited (also when the wait is dropped by a cancel).
-    async fn wait_for_person(
+    /// `announce` is emitted once it can be answered, and `record` gets the
+    /// answer (`None`: none in time) as soon as the wait ends, before the
+    /// run waits for its slot again (`release_waiting`), so the decision's
+    /// event says when it was made. The time, the slot's wait included, is
+    /// recorded as waited (also when a cancel drops the wait).
+    async fn wait_for_person<R>(
         &self,
         human: &HumanChannel,
         waiting: Waiting,
         timeout: Duration,
         announce: RunEvent,
-    ) -> Option<Reply> {
+        record: impl FnOnce(Option<Reply>) -> R,
+    ) -> R {
         self.lock().waiting_since = Some(Instant::now());
         let _counted = WaitCounted(self);
-        human.wait(waiting, timeout, || self.emit(announce)).await
+        let reply = human.wait(waiting, timeout, || self.emit(announce)).await;
+        let recorded = record(reply);
+        human.take_slot_back().await;
+        recorded
     }
 
     /// A plugin's question to a person (`human.ask`): waits for the answer
@@ -215,6 +222,10 @@ impl RunContext {
                 self.settings.name
             )));
         };
+        // Counted like an LLM request: the wait pauses the step clock, so a
+        // plugin asking in a loop would otherwise go on without any limit.
+        self.admit_host_call("a question to a person")
+            .map_err(AskFailure::Unavailable)?;
         truncate_with_note(
             &mut question,
             self.limits.max_message_bytes,
@@ -239,10 +250,7 @@ impl RunContext {
             question,
             timeout_secs: timeout.as_secs_f64(),
         };
-        match self
-            .wait_for_person(&human, waiting, timeout, announce)
-            .await
-        {
+        let record = |reply| match reply {
             Some(Reply::Text { mut text, by_uid }) => {
                 truncate_with_note(
                     &mut text,
@@ -272,7 +280,9 @@ impl RunContext {
                     human_duration(timeout)
                 )))
             }
-        }
+        };
+        self.wait_for_person(&human, waiting, timeout, announce, record)
+            .await
     }
 
     /// The same run, calling `hook` at the end of each completed step
@@ -442,6 +452,11 @@ impl RunContext {
         let st = self.lock();
         let max = self.limits.max_host_calls_per_step;
         (st.host_calls_in_step > max).then_some(max)
+    }
+
+    /// The names of the run's tools, as the model calls them.
+    pub fn tool_specs_names(&self) -> Vec<String> {
+        self.tool_specs.iter().map(|t| t.name.clone()).collect()
     }
 
     /// The resolved step limit (at least 1).
@@ -782,9 +797,27 @@ impl RunHost for RunContext {
             arguments: call.arguments.clone(),
             timeout_secs: timeout.as_secs_f64(),
         };
-        let reply = self
-            .wait_for_person(&human, waiting, timeout, announce)
-            .await;
+        let record = |reply| self.record_decision(step, call, timeout, reply);
+        self.wait_for_person(&human, waiting, timeout, announce, record)
+            .await
+    }
+
+    fn finish(&self) {
+        self.lock().finished = true;
+    }
+}
+
+impl RunContext {
+    /// The `approval_decided` event for `call`, from the operator's reply
+    /// (`None`: a denial by `approval_timeout`), and what the call then
+    /// gets: `Ok` to run, or the denial's observation.
+    fn record_decision(
+        &self,
+        step: u32,
+        call: &ToolCall,
+        timeout: Duration,
+        reply: Option<Reply>,
+    ) -> Result<(), String> {
         let (decision, reason, by_uid, timed_out) = match reply {
             Some(Reply::Decision {
                 decision,
@@ -826,10 +859,6 @@ impl RunHost for RunContext {
                 reason.as_deref().unwrap_or("no reason given")
             )),
         }
-    }
-
-    fn finish(&self) {
-        self.lock().finished = true;
     }
 }
 

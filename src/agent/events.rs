@@ -109,8 +109,8 @@ pub enum RunEvent {
         id: String,
         /// The answer; `None` when nobody answered within the timeout.
         text: Option<String>,
-        /// Who answered: the uid of the client's connection (`None` from a
-        /// terminal of `run --local`, or on a timeout).
+        /// Who answered: the uid of the client's connection (`None` on a
+        /// timeout).
         by_uid: Option<u32>,
         /// True when nobody answered in time; the plugin got "no answer
         /// within N".
@@ -145,8 +145,8 @@ pub enum RunEvent {
         /// The operator's reason, if given (a denial's is the model's
         /// observation).
         reason: Option<String>,
-        /// Who decided: the uid of the client's connection; `None` from a
-        /// terminal of `run --local`, or on a timeout.
+        /// Who decided: the uid of the client's connection; `None` on a
+        /// timeout.
         by_uid: Option<u32>,
         /// True when nobody decided within the timeout (a denial).
         timed_out: bool,

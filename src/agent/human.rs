@@ -4,8 +4,8 @@
 //! OpenManus's `ask_human` is an `input()` on the process's terminal, which
 //! a service cannot have. Here the run puts what it waits for on its
 //! [`HumanChannel`], and whoever can reach a person answers through the same
-//! channel: the daemon's `POST /v1/runs/{id}/input` and `.../approve`, or a
-//! terminal. The loop owns the rules (one wait at a time, the timeouts, the
+//! channel: the daemon's `POST /v1/runs/{id}/input` and `.../approve`
+//! (which `agentd run` on a terminal sends for its user). The loop owns the rules (one wait at a time, the timeouts, the
 //! events, the clock); the channel only pairs a wait with its answer.
 //!
 //! A strategy is one wasm call at a time, and so are the tools it invokes,
@@ -85,6 +85,23 @@ pub enum Waiting {
     },
 }
 
+impl Waiting {
+    /// A copy with its question or arguments cut to `max` characters, for
+    /// list rows (`GET /v1/runs/{id}` has them whole).
+    pub fn cut(&self, max: usize) -> Waiting {
+        let cut = |t: &str| match t.char_indices().nth(max) {
+            Some((at, _)) => t[..at].to_string(),
+            None => t.to_string(),
+        };
+        let mut w = self.clone();
+        match &mut w {
+            Waiting::Input { question, .. } => *question = cut(question),
+            Waiting::Approval { arguments, .. } => *arguments = cut(arguments),
+        }
+        w
+    }
+}
+
 /// An operator's decision on a held tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -96,7 +113,7 @@ pub enum Decision {
 }
 
 /// The answer that ends a wait, with who gave it (the peer's uid from the
-/// socket's credentials; `None` for a terminal of `run --local`).
+/// socket's credentials; `None` when the daemon could not read them).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     /// The answer to a question.
@@ -152,7 +169,8 @@ struct Pending {
 }
 
 /// One run's channel to a person: the run's wait on one side, the answer on
-/// the other. The daemon keeps one per live run; `run --local` one per run.
+/// the other. The daemon keeps one per live run; `run --local` has none
+/// (nobody can be asked there).
 pub struct HumanChannel {
     pending: Mutex<Option<Pending>>,
     slot: Arc<dyn WaitSlot>,
@@ -183,11 +201,22 @@ impl HumanChannel {
             .map(|p| p.waiting.clone())
     }
 
-    /// Answers the question the run is waiting on.
-    pub fn answer(&self, text: String, by_uid: Option<u32>) -> Result<(), ReplyError> {
+    /// Answers the question the run is waiting on; with `id`, only if it
+    /// is that question (`waiting.id`), so a late answer meant for a
+    /// question that timed out never answers the next one.
+    pub fn answer(
+        &self,
+        id: Option<&str>,
+        text: String,
+        by_uid: Option<u32>,
+    ) -> Result<(), ReplyError> {
         self.deliver(
             |w| match w {
-                Some(Waiting::Input { .. }) => Ok(()),
+                Some(Waiting::Input { id: asked, .. }) if id.is_none_or(|id| id == asked) => Ok(()),
+                Some(Waiting::Input { id: asked, .. }) => Err(ReplyError::NotWaiting(format!(
+                    "the run waits for an answer to question `{asked}`, not `{}`",
+                    id.unwrap_or_default()
+                ))),
                 other => Err(not_waiting_for("a question", other)),
             },
             Reply::Text { text, by_uid },
@@ -232,11 +261,15 @@ impl HumanChannel {
         let Some(p) = pending.take() else {
             return Err(not_waiting_for("an answer", None));
         };
-        // The waiter may be gone this very moment (cancelled, timed out):
-        // then nobody reads the reply, which is what the caller would get
-        // a moment later anyway.
-        let _ = p.reply.send(reply);
-        Ok(())
+        // The waiter may have given up this very moment (its timeout
+        // fired, or the run was cancelled): the answer was then not taken,
+        // and the caller must hear so rather than a 200 for nothing.
+        p.reply.send(reply).map_err(|_| {
+            ReplyError::NotWaiting(
+                "the wait ended (timed out or cancelled) as the answer arrived; it was not taken"
+                    .into(),
+            )
+        })
     }
 
     /// A fresh request id, unique within the run.
@@ -270,11 +303,18 @@ impl HumanChannel {
             .await
             .ok()
             .and_then(Result::ok);
-        // Taken off before the slot is awaited: an answer that comes while
-        // the run waits for its slot again is refused, not silently lost.
+        // Taken off at once: an answer that comes later is refused, not
+        // silently lost.
         self.pending.lock_unpoisoned().take();
-        self.slot.reacquire().await;
         reply
+    }
+
+    /// After a wait, once its answer is recorded: takes a slot under
+    /// `max_concurrent_runs` again if the wait gave it back
+    /// (`release_waiting`). Apart from [`Self::wait`] so the decision is
+    /// recorded when it was made, not when a slot came free.
+    pub(crate) async fn take_slot_back(&self) {
+        self.slot.reacquire().await;
     }
 }
 
@@ -344,7 +384,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(ch.decide("c1", Decision::Approve, None, None).is_err());
-        ch.answer("a.txt".into(), Some(1000)).unwrap();
+        ch.answer(None, "a.txt".into(), Some(1000)).unwrap();
         let got = waiter.await.unwrap();
         assert_eq!(
             got,
@@ -353,7 +393,7 @@ mod tests {
                 by_uid: Some(1000)
             })
         );
-        let again = ch.answer("b".into(), None).unwrap_err();
+        let again = ch.answer(None, "b".into(), None).unwrap_err();
         assert!(again.to_string().contains("not waiting"), "{again}");
     }
 
@@ -393,7 +433,7 @@ mod tests {
         });
         let e = ch.decide("c2", Decision::Deny, None, None).unwrap_err();
         assert!(e.to_string().contains("`c1` of `bash`"), "{e}");
-        assert!(ch.answer("x".into(), None).is_err());
+        assert!(ch.answer(None, "x".into(), None).is_err());
         ch.decide("c1", Decision::Deny, Some("no".into()), Some(0))
             .unwrap();
     }

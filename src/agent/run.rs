@@ -288,6 +288,24 @@ impl Agent {
         Ok((resolved, opened))
     }
 
+    /// `[agents.X] approve` must name tools the run has: a misspelt name
+    /// (`"Bash"`) would otherwise let every call of the real tool run
+    /// unapproved. Checked when the run starts, once its tools (MCP ones
+    /// included) are known.
+    fn check_approve(&self, tools: &[String]) -> Result<(), String> {
+        let crate::agent::Approve::Tools(names) = &self.config.approve else {
+            return Ok(());
+        };
+        match names.iter().find(|n| !tools.contains(n)) {
+            None => Ok(()),
+            Some(name) => Err(format!(
+                "[agents.{}] approve names `{name}`, which is not one of the agent's tools ({}); a call it meant to hold would run unapproved, so the run is refused",
+                self.config.name,
+                tools.join(", ")
+            )),
+        }
+    }
+
     fn context(
         &self,
         run_id: &str,
@@ -344,6 +362,10 @@ impl Agent {
             strategy: strategy.meta.name.clone(),
             strategy_version: strategy.meta.version.clone(),
         });
+        if let Err(e) = self.check_approve(&ctx.tool_specs_names()) {
+            let _ = ctx.pin_request(request);
+            return builder.ended(Outcome::Error, Some(e));
+        }
         let started = match &opts.prior {
             Some(prior) => ctx.restore(prior),
             None => ctx.pin_request(request).map_err(|e| e.to_string()),

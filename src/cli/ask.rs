@@ -7,8 +7,7 @@
 //! another terminal can answer.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -19,19 +18,37 @@ use super::view::EventView;
 use super::{out, ApproveArgs, ReplyArgs};
 use crate::agent::{Decision, RunEvent, Waiting};
 use crate::api::{ApproveRun, EventLine, InputRun, RunView};
+use crate::sync::LockExt;
 
-/// `agentd reply RUN TEXT`.
+/// `agentd reply RUN TEXT`: answers the question the run waits on now
+/// (its id is read from the run and sent, so the answer never goes to a
+/// question asked since).
 pub async fn reply(client: &Client, args: &ReplyArgs) -> Result<i32, ClientError> {
     let view: RunView = from_value("the run", &fetch_run(client, &args.run).await?)?;
     let id = view.summary.id;
-    let body = InputRun {
-        text: args.text.clone(),
+    let Some(Waiting::Input { id: question, .. }) = view.summary.waiting else {
+        eprintln!("agentd: run {id} is not waiting for an answer");
+        return Ok(1);
     };
-    client
-        .post::<Value>(&format!("/v1/runs/{}/input", path_segment(&id)), &body)
-        .await?;
+    send_answer(client, &id, &question, args.text.clone()).await?;
     out::line(&format!("answered {id}"));
     Ok(0)
+}
+
+async fn send_answer(
+    client: &Client,
+    id: &str,
+    question: &str,
+    text: String,
+) -> Result<(), ClientError> {
+    let body = InputRun {
+        text,
+        id: Some(question.to_string()),
+    };
+    client
+        .post::<Value>(&format!("/v1/runs/{}/input", path_segment(id)), &body)
+        .await
+        .map(drop)
 }
 
 /// `agentd approve RUN [--deny [REASON]]`: decides on the call the run
@@ -81,14 +98,28 @@ async fn send_decision(
 /// `agentd run`'s view with the prompts: every line goes to `inner`; a
 /// question or a held call is asked on the terminal, or, in a pipe, the
 /// command that answers it is printed.
+///
+/// One thread reads stdin for the whole run, and each line goes to the
+/// prompt open when it arrives: a prompt whose wait ended otherwise (a
+/// timeout, an answer from another terminal) is withdrawn when its event
+/// says so, and never takes a line meant for the next one.
 pub struct Prompting<'a> {
     inner: &'a mut dyn EventView,
     client: Client,
     run_id: String,
     interactive: bool,
-    /// While a prompt waits for the user's line, the live status line is
-    /// not redrawn over what they type.
-    open: Arc<AtomicBool>,
+    /// The prompt waiting for the user's line, if any; while there is one
+    /// the live status line is not redrawn over what they type.
+    open: Arc<Mutex<Option<Open>>>,
+    /// Started with the first prompt.
+    reader: bool,
+}
+
+/// What a typed line answers.
+#[derive(Clone)]
+enum Open {
+    Question { id: String },
+    Call { call_id: String },
 }
 
 impl<'a> Prompting<'a> {
@@ -98,62 +129,63 @@ impl<'a> Prompting<'a> {
             client,
             run_id,
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
-            open: Arc::new(AtomicBool::new(false)),
+            open: Arc::new(Mutex::new(None)),
+            reader: false,
         }
     }
 
-    fn ask(&mut self, prompt: String, answer: impl FnOnce(String) -> Answer + Send + 'static) {
-        let id = self.run_id.clone();
-        if !self.interactive {
-            return;
-        }
-        self.open.store(true, Ordering::SeqCst);
+    fn ask(&mut self, prompt: &str, open: Open) {
+        *self.open.lock_unpoisoned() = Some(open);
         self.inner.finish_line();
         let _ = write!(std::io::stderr(), "{prompt}");
         let _ = std::io::stderr().flush();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        // A plain thread, not tokio's blocking pool: a runtime waits for
-        // its blocking tasks on exit, and this read may never return (the
-        // run was answered from elsewhere and ended).
+        if !self.reader {
+            self.reader = true;
+            self.start_reader();
+        }
+    }
+
+    /// The wait of the open prompt ended (its `..._received`/`_decided`).
+    fn withdraw(&mut self) {
+        if self.open.lock_unpoisoned().take().is_some() {
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+
+    fn start_reader(&self) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        // A plain thread, not tokio's blocking pool: a runtime waits for its
+        // blocking tasks on exit, and this read may never return.
         std::thread::spawn(move || {
-            let mut line = String::new();
-            let read = std::io::stdin().lock().read_line(&mut line);
-            let _ = tx.send(read.map(|_| line));
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
         });
-        let client = self.client.clone();
-        let open = self.open.clone();
+        let (client, id, open) = (self.client.clone(), self.run_id.clone(), self.open.clone());
         tokio::spawn(async move {
-            let line = rx.await;
-            open.store(false, Ordering::SeqCst);
-            let Ok(Ok(line)) = line else { return };
-            let sent = match answer(line.trim_end_matches(['\r', '\n']).to_string()) {
-                Answer::Text(text) => client
-                    .post::<Value>(
-                        &format!("/v1/runs/{}/input", path_segment(&id)),
-                        &InputRun { text },
-                    )
-                    .await
-                    .map(drop),
-                Answer::Decision {
-                    call_id,
-                    decision,
-                    reason,
-                } => send_decision(&client, &id, &call_id, decision, reason).await,
-            };
-            if let Err(e) = sent {
-                eprintln!("agentd: the answer was not taken: {e}");
+            while let Some(line) = rx.recv().await {
+                let Some(answering) = open.lock_unpoisoned().take() else {
+                    continue;
+                };
+                let line = line.trim_end_matches('\r').to_string();
+                let sent = match answering {
+                    Open::Question { id: question } => {
+                        send_answer(&client, &id, &question, line).await
+                    }
+                    Open::Call { call_id } => {
+                        let (decision, reason) = decision_from(&line);
+                        send_decision(&client, &id, &call_id, decision, reason).await
+                    }
+                };
+                if let Err(e) = sent {
+                    eprintln!("agentd: the answer was not taken: {e}");
+                }
             }
         });
     }
-}
-
-enum Answer {
-    Text(String),
-    Decision {
-        call_id: String,
-        decision: Decision,
-        reason: Option<String>,
-    },
 }
 
 /// `y`/`yes` approves; an empty line, `n` or `no` denies; anything else
@@ -174,15 +206,15 @@ impl EventView for Prompting<'_> {
     fn line(&mut self, raw: &[u8], event: Option<&EventLine>) {
         self.inner.line(raw, event);
         let Some(event) = event else { return };
-        let id = self.run_id.clone();
+        let run = self.run_id.clone();
         match &event.event {
-            RunEvent::InputRequested { question, .. } => {
+            RunEvent::InputRequested { id, question, .. } => {
                 if self.interactive {
                     let q = terminal_safe(question).into_owned();
-                    self.ask(format!("? {q}\n> "), Answer::Text);
+                    self.ask(&format!("? {q}\n> "), Open::Question { id: id.clone() });
                 } else {
                     self.inner
-                        .note(&format!("agentd: answer with: agentd reply {id} \"...\""));
+                        .note(&format!("agentd: answer with: agentd reply {run} \"...\""));
                 }
             }
             RunEvent::ApprovalRequested {
@@ -192,31 +224,26 @@ impl EventView for Prompting<'_> {
                 ..
             } => {
                 if self.interactive {
-                    let call_id = call_id.clone();
                     let args = terminal_safe(arguments).into_owned();
                     self.ask(
-                        format!("? run {tool} {args}? [y/N, or a reason to deny] "),
-                        move |line| {
-                            let (decision, reason) = decision_from(&line);
-                            Answer::Decision {
-                                call_id,
-                                decision,
-                                reason,
-                            }
+                        &format!("? run {tool} {args}? [y/N, or a reason to deny] "),
+                        Open::Call {
+                            call_id: call_id.clone(),
                         },
                     );
                 } else {
                     self.inner.note(&format!(
-                        "agentd: decide with: agentd approve {id}  (or: agentd approve {id} --deny \"reason\")"
+                        "agentd: decide with: agentd approve {run}  (or: agentd approve {run} --deny \"reason\")"
                     ));
                 }
             }
+            RunEvent::InputReceived { .. } | RunEvent::ApprovalDecided { .. } => self.withdraw(),
             _ => {}
         }
     }
 
     fn tick(&mut self) {
-        if !self.open.load(Ordering::SeqCst) {
+        if self.open.lock_unpoisoned().is_none() {
             self.inner.tick();
         }
     }

@@ -422,8 +422,8 @@ async fn input_run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunView>, ApiError> {
     let uid = caller.and_then(|Extension(c)| c.uid);
-    let input: InputRun = json_body(body, r#"{"text": "..."}"#)?;
-    run_api::answer(&d, &id, input.text, uid)
+    let input: InputRun = json_body(body, r#"{"text": "...", "id": "..."}"#)?;
+    run_api::answer(&d, &id, input.id.as_deref(), input.text, uid)
         .await
         .map(Json)
         .map_err(reply_error)

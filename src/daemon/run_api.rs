@@ -125,11 +125,12 @@ pub enum ReplyRunError {
 pub async fn answer(
     d: &Daemon,
     id: &str,
+    question: Option<&str>,
     text: String,
     by_uid: Option<u32>,
 ) -> Result<RunView, ReplyRunError> {
     let run = live_or_ended(d, id).await?;
-    reply(id, &run, run.human().answer(text, by_uid))
+    reply(id, &run, run.human().answer(question, text, by_uid))
 }
 
 /// Decides on the call `call_id` the live run `id` holds for approval.

@@ -646,7 +646,15 @@ impl RunManager {
         }
         info!(run_id = %id, "cancel requested");
         run.cancel.cancel();
-        Some(Ok(view))
+        // No longer waiting for anyone, even before its end is recorded:
+        // lists of waiting runs must not offer it.
+        run.update(|s| {
+            if s.state == RunState::Waiting {
+                s.state = RunState::Running;
+                s.waiting = None;
+            }
+        });
+        Some(Ok(run.first_view()))
     }
 
     /// SIGTERM: refuse new runs, cancel queued ones, interrupt those
@@ -659,16 +667,27 @@ impl RunManager {
         self.tasks.close();
         let live: Vec<_> = self.lock_live().values().cloned().collect();
         for run in &live {
-            match run.state() {
-                RunState::Queued => run.cancel.cancel(),
-                RunState::Waiting => run.interrupt(),
-                _ => {}
+            if run.state() == RunState::Queued {
+                run.cancel.cancel();
             }
         }
-        if tokio::time::timeout(grace, self.tasks.wait())
-            .await
-            .is_err()
-        {
+        // Runs waiting for a person are interrupted at once, and so is a
+        // run that starts waiting during the grace: checked every 100 ms.
+        let interrupt_waiting = async {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                let live: Vec<_> = self.lock_live().values().cloned().collect();
+                for run in live.iter().filter(|r| r.state() == RunState::Waiting) {
+                    run.interrupt();
+                }
+            }
+        };
+        let ended = tokio::select! {
+            r = tokio::time::timeout(grace, self.tasks.wait()) => r.is_ok(),
+            _ = interrupt_waiting => false,
+        };
+        if !ended {
             let left: Vec<_> = self.lock_live().values().cloned().collect();
             warn!(
                 runs = left.len(),
