@@ -32,8 +32,8 @@ use axum::{Extension, Json};
 use super::error::ApiError;
 use super::history::HistoryError;
 use super::peer::Caller;
-use super::run_api::StartError;
-use super::runs::{CreateError, Resume};
+use super::run_api::{self, StartError};
+use super::runs::Resume;
 use super::state::Daemon;
 use crate::agent::{Outcome, Prior};
 use crate::api::{ResumeLinks, ResumeRun, RunView};
@@ -166,20 +166,12 @@ pub async fn resume_run(
     // up meanwhile cannot strand a registered run. The hold goes with it.
     let runs = d.runs.clone();
     let request = summary.request;
-    let created = tokio::spawn(async move {
+    Ok(run_api::detached(async move {
         let created = runs.create_resumed(agent, request, uid, resume).await;
         drop(hold);
         created
     })
-    .await
-    .map_err(|e| StartError::Internal(e.to_string()))?;
-    created.map_err(|e| {
-        match e {
-            CreateError::ShuttingDown => StartError::ShuttingDown,
-            other => StartError::Create(other),
-        }
-        .into()
-    })
+    .await?)
 }
 
 /// The old transcript up to its checkpoint, whole: every index below it

@@ -69,7 +69,15 @@ pub async fn start_run(
     // registered must still be started (or forgotten), never left in memory
     // with nothing driving it.
     let runs = d.runs.clone();
-    let created = tokio::spawn(async move { runs.create(agent, request, uid).await })
+    detached(async move { runs.create(agent, request, uid).await }).await
+}
+
+/// Runs a run's creation in a task of its own (see [`start_run`]), and
+/// words its refusal as a [`StartError`]; shared with resuming.
+pub(super) async fn detached(
+    create: impl std::future::Future<Output = Result<RunView, CreateError>> + Send + 'static,
+) -> Result<RunView, StartError> {
+    let created = tokio::spawn(create)
         .await
         .map_err(|e| StartError::Internal(e.to_string()))?;
     created.map_err(|e| match e {

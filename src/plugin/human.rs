@@ -13,7 +13,9 @@ use super::bindings::types::{self as wit, ErrorCode};
 pub enum AskFailure {
     /// Nobody answered within the run's `input_timeout`; the text says so ("no answer within 1h (input_timeout)").
     NoAnswer(String),
-    /// The run was cancelled while it waited.
+    /// The wait was ended by a cancel. agentd's loop drops a cancelled
+    /// step instead, so its runs never return this; it is here for an
+    /// `AskHuman` that ends the wait itself.
     Cancelled,
     /// No person can be asked here (a load-time probe, `agentd plugin call`); the text says why.
     Unavailable(String),

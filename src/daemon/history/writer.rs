@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, ToSql, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::pending::{Pending, Push, MAX_PENDING_BYTES};
@@ -438,33 +438,23 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
     // its own), and its link if it resumes another: in the one INSERT, so
     // a link the unique index refuses leaves no row behind.
     let r = &row.resume;
-    conn.prepare_cached(
+    let mut insert = conn.prepare_cached(
         "INSERT INTO runs (id, seq, agent, state, outcome, steps, max_steps, result, error,
                            prompt_tokens, completion_tokens, created_at_ms, started_at_ms,
                            ended_at_ms, checkpoint_steps, checkpoint_messages,
                            checkpoint_stuck, resumed_from, resumed_at_step, resumed_messages)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, 0, 0,
                  ?15, ?16, ?17)",
-    )?
-    .execute(params![
-        row.id,
-        row.seq,
-        row.agent,
-        row.state.as_str(),
-        row.outcome.map(Outcome::as_str),
-        row.steps,
-        row.max_steps,
-        row.result,
-        row.error,
-        tokens(row.usage.prompt_tokens),
-        tokens(row.usage.completion_tokens),
-        row.created_at_ms,
-        row.started_at_ms,
-        row.ended_at_ms,
-        r.resumed_from,
-        r.resumed_at_step,
-        r.resumed_messages,
-    ])?;
+    )?;
+    with_row_params(row, |fields| {
+        let mut all = fields.to_vec();
+        all.extend([
+            &r.resumed_from as &dyn ToSql,
+            &r.resumed_at_step,
+            &r.resumed_messages,
+        ]);
+        insert.execute(&*all)
+    })?;
     conn.prepare_cached("INSERT INTO requests (run_id, request) VALUES (?1, ?2)")?
         .execute(params![row.id, request])
         .map(drop)
@@ -476,21 +466,34 @@ fn execute_row(
     statement: &mut rusqlite::CachedStatement<'_>,
     row: &RunRow,
 ) -> rusqlite::Result<usize> {
-    statement.execute(params![
-        row.id,
-        row.seq,
-        row.agent,
-        row.state.as_str(),
-        row.outcome.map(Outcome::as_str),
-        row.steps,
-        row.max_steps,
-        row.result,
-        row.error,
+    with_row_params(row, |fields| statement.execute(fields))
+}
+
+/// Hands `f` the row's fields as statement parameters, in the order of the
+/// `runs` columns (`id` .. `ended_at_ms`): the one list the creation and
+/// the updates share, borrowed, so a row write copies nothing.
+fn with_row_params<R>(row: &RunRow, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+    let state = row.state.as_str();
+    let outcome = row.outcome.map(Outcome::as_str);
+    let (prompt, completion) = (
         tokens(row.usage.prompt_tokens),
         tokens(row.usage.completion_tokens),
-        row.created_at_ms,
-        row.started_at_ms,
-        row.ended_at_ms,
+    );
+    f(&[
+        &row.id,
+        &row.seq,
+        &row.agent,
+        &state,
+        &outcome,
+        &row.steps,
+        &row.max_steps,
+        &row.result,
+        &row.error,
+        &prompt,
+        &completion,
+        &row.created_at_ms,
+        &row.started_at_ms,
+        &row.ended_at_ms,
     ])
 }
 
