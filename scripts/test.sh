@@ -15,6 +15,11 @@ echo "== plugins"
 # scripts/ensure-componentize-py.sh; unchanged ones are not rebuilt).
 scripts/build-plugins.sh
 
+echo "== plugin unit tests"
+# The plugins' own logic (toolcall's think/act, the editor, parsers...),
+# natively over fake hosts: seconds, and a failure names the plugin.
+cargo test --manifest-path plugins/Cargo.toml --workspace --quiet
+
 echo "== python sdk"
 (cd plugins/python/sdk && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests)
 
