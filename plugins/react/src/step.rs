@@ -221,7 +221,11 @@ fn normalize_tool(written: &str) -> String {
         });
         name = name.strip_suffix("()").unwrap_or(name);
         for prefix in ["functions.", "function.", "tools.", "tool."] {
-            if name.len() > prefix.len() && name[..prefix.len()].eq_ignore_ascii_case(prefix) {
+            if name.len() > prefix.len()
+                && name
+                    .get(..prefix.len())
+                    .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+            {
                 name = &name[prefix.len()..];
             }
         }

@@ -516,3 +516,80 @@ fn braces_in_prose_are_not_a_call() {
     let why = refused("The set {1, 2, 3} has three elements.");
     assert!(why.contains("neither"), "{why}");
 }
+
+/// Model output is arbitrary text: the parser must answer for any of it
+/// without panicking (a trap would end the run). Replies stitched from the
+/// pieces the parser cares about, multi-byte characters among them, by a
+/// fixed pseudo-random sequence.
+#[test]
+fn no_reply_makes_the_parser_panic() {
+    const PIECES: &[&str] = &[
+        "Thought:",
+        "Action:",
+        "Action Input:",
+        "Final Answer:",
+        "Observation:",
+        "**",
+        "\n",
+        "\r\n",
+        " ",
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        "\"",
+        "'",
+        "\\",
+        ",",
+        ":",
+        "=",
+        "`",
+        "```json",
+        "```",
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "True",
+        "None",
+        "bash",
+        "é",
+        "日本",
+        "🦀",
+        "functions.",
+        "action",
+        "name",
+        "arguments",
+        "1e5",
+        "-",
+        "//",
+        "/*",
+        "*/",
+        "\t",
+    ];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut answered = 0;
+    for _ in 0..5000 {
+        let len = (next() % 24) as usize;
+        let text: String = (0..len)
+            .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+            .collect();
+        let reply = parse(&text);
+        let _ = kept(&text);
+        let _ = crate::json_repair::parse_input(&text);
+        if !matches!(reply, Reply::Unparsed { .. }) {
+            answered += 1;
+        }
+    }
+    assert!(
+        answered > 0,
+        "some stitched replies read as actions or answers"
+    );
+}

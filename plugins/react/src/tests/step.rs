@@ -304,6 +304,12 @@ fn tool_names_are_matched_leniently() {
     );
     step(&mut host).expect("step");
     assert_eq!(host.invoked[0].name, "str_replace_editor");
+    // Not a tool, and no panic on a name whose bytes straddle a prefix's
+    // length.
+    let mut host = FakeHost::new().reply("Action: functionéé\nAction Input: {}");
+    step(&mut host).expect("step");
+    assert!(host.invoked.is_empty());
+    assert!(host.observation().contains("no tool `functionéé`"));
 }
 
 #[test]
