@@ -153,18 +153,62 @@ fn without_thinking(text: &str) -> (&str, bool) {
     }
 }
 
+/// The reply's lines with their labels. A line that begins inside a JSON
+/// string (code written across lines, raw newlines and all) has no label
+/// whatever it says: `# Action: ...` in a Python comment of the input, or
+/// `Observation:` in a file's text, is the input's, not the reply's.
 fn lines(text: &str) -> Vec<Line> {
     let mut out = Vec::new();
     let mut start = 0;
+    let mut json = JsonState::default();
     for raw in text.split_inclusive('\n') {
         let line = raw.trim_end_matches(['\n', '\r']);
+        let label = if json.in_string() { None } else { label(line) };
         out.push(Line {
             start,
-            label: label(line).map(|(label, rest)| (label, start + rest)),
+            label: label.map(|(label, rest)| (label, start + rest)),
         });
+        json.feed(raw);
         start += raw.len();
     }
     out
+}
+
+/// Just enough of JSON's grammar to know whether a line starts inside a
+/// string of an object or array. Quotes count only inside brackets, so the
+/// apostrophes of prose do not open strings.
+#[derive(Default)]
+struct JsonState {
+    depth: usize,
+    quote: Option<char>,
+    escaped: bool,
+}
+
+impl JsonState {
+    fn in_string(&self) -> bool {
+        self.quote.is_some()
+    }
+
+    fn feed(&mut self, text: &str) {
+        for c in text.chars() {
+            if let Some(quote) = self.quote {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == '\\' {
+                    self.escaped = true;
+                } else if c == quote {
+                    self.quote = None;
+                }
+                continue;
+            }
+            match c {
+                '{' | '[' => self.depth += 1,
+                '}' | ']' => self.depth = self.depth.saturating_sub(1),
+                '"' | '\'' if self.depth > 0 => self.quote = Some(c),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// The label `line` starts with, if any, and the offset of the text after

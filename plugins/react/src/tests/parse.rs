@@ -269,6 +269,22 @@ fn code_with_raw_newlines_inside_the_string() {
 }
 
 #[test]
+fn labels_inside_a_multi_line_string_belong_to_the_input() {
+    // Code with raw newlines, whose lines would read as labels.
+    let code = "import sys\n# Action: read the file\nprint('done')\nObservation: not a label";
+    let text =
+        format!("Thought: run it\nAction: python_execute\nAction Input: {{\"code\": \"{code}\"}}");
+    assert_eq!(action(&text), one("python_execute", json!({"code": code})));
+    assert_eq!(kept(&text), text, "nothing in the string is cut");
+}
+
+#[test]
+fn an_apostrophe_in_prose_does_not_hide_labels() {
+    let text = "Thought: I can't see the files, so I'll list them {quickly}.\nAction: bash\nAction Input: {\"command\": \"ls\"}";
+    assert_eq!(action(text), one("bash", json!({"command": "ls"})));
+}
+
+#[test]
 fn a_bare_string_input_is_left_for_the_step() {
     let text = "Thought: list the files\nAction: bash\nAction Input: ls -la /workspace";
     assert_eq!(action(text), one("bash", json!("ls -la /workspace")));
