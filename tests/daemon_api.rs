@@ -141,6 +141,63 @@ async fn a_run_end_to_end_over_raw_http() {
     });
 }
 
+/// The bundled `react` agent, with no `[agents]` table in the file: listed
+/// with the `react` strategy's prompt and step limit, and runnable once its
+/// plugins are in the folder, sending no `tools` parameter and the tools in
+/// its system prompt instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bundled_react_agent_is_listed_and_runs_with_no_agents_configured() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "what is 6 times 7?",
+        [Reply::text("Thought: I know this.\nFinal Answer: 42")],
+    );
+    let tools = ["python_execute", "str_replace_editor", "bash", "terminate"];
+    let mut files: Vec<(String, &str)> = vec![("react.wasm".into(), "react")];
+    files.extend(tools.iter().map(|t| (format!("{t}.wasm"), *t)));
+    let files: Vec<(&str, &str)> = files.iter().map(|(f, c)| (f.as_str(), *c)).collect();
+    let d = tokio::task::block_in_place(|| Daemon::start_with_plugins(&llm, &files, ""));
+    tokio::task::block_in_place(|| {
+        let (status, agents) = d.get("/v1/agents");
+        assert_eq!(status, 200, "{agents}");
+        let react = agents["agents"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["name"] == "react"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(react["strategy"], "react", "{react}");
+        assert_eq!(react["tools"], serde_json::json!(tools), "{react}");
+        assert_eq!(react["missing_plugins"], serde_json::json!([]), "{react}");
+        assert_eq!(react["system_prompt_source"], "strategy", "{react}");
+        assert!(
+            react["system_prompt"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("You are an agent that solves the user's task step by step."),
+            "{react}"
+        );
+        assert_eq!(
+            (&react["max_steps"], &react["max_steps_source"]),
+            (&serde_json::json!(20), &serde_json::json!("strategy")),
+            "{react}"
+        );
+
+        let id = d.create_run("react", "what is 6 times 7?");
+        let record = d.wait_run(&id, Duration::from_secs(30));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        assert_eq!(record["result"], "Step 1: 42", "{record}");
+        let request = &llm.requests()[0];
+        assert!(request.get("tools").is_none(), "{request}");
+        let system = request["messages"][0]["content"].as_str().unwrap_or("");
+        for tool in tools {
+            assert!(
+                system.contains(&format!("### {tool}\n")),
+                "{tool} in {system}"
+            );
+        }
+    });
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_clients_follow_one_run_and_a_late_one_sees_it_all() {
     let (llm, d) = daemon("").await;

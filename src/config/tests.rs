@@ -22,6 +22,18 @@ fn defaults_have_the_bundled_agents() {
         manus.tools,
         ["python_execute", "str_replace_editor", "bash", "terminate"]
     );
+    let react = c.agent("react").expect("react");
+    assert_eq!(react.strategy, "react");
+    assert_eq!(
+        react.tools, manus.tools,
+        "Manus's tools, for models without tool calling"
+    );
+    assert_eq!(react.max_observe, Some(10000));
+    assert_eq!(
+        (react.system_prompt.as_deref(), react.max_steps),
+        (None, None),
+        "the prompt (which lists the tools) and step limit are the strategy's"
+    );
     assert_eq!(c.sandbox, SandboxConfig::default());
     assert_eq!(c.daemon.step_timeout, Duration::from_secs(60));
 }
@@ -146,7 +158,10 @@ fn an_llm_override_naming_no_agent_is_refused_with_its_line() {
         msg.starts_with("/etc/agentd/agentd.toml:4: [llm.mnaus] names no agent"),
         "{msg}"
     );
-    assert!(msg.contains("known agents: manus, toolcall"), "{msg}");
+    assert!(
+        msg.contains("known agents: manus, react, toolcall"),
+        "{msg}"
+    );
     // Agents from the file count, in any case.
     let c =
         parse("[agents.Researcher]\nstrategy = \"toolcall\"\n[llm.researcher]\nmodel = \"r\"\n")

@@ -58,6 +58,7 @@ pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
 
 pub const ALL_TEST_PLUGINS: &[&str] = &[
     "toolcall",
+    "react",
     "terminate",
     "echo",
     "misbehave",
