@@ -34,11 +34,21 @@ pub const VERSIONED_STRATEGY_AGENT: &str =
 /// The configuration every daemon test starts from; `extra` is appended
 /// (more `[daemon]` keys first, then other tables).
 pub fn config_text(llm: &FakeLlm, dir: &Path, plugins: &Path, extra: &str) -> String {
+    config_text_for(&llm.base_url(), "fake", dir, plugins, extra)
+}
+
+/// [`config_text`] for any OpenAI-compatible endpoint serving `model`.
+pub fn config_text_for(
+    base_url: &str,
+    model: &str,
+    dir: &Path,
+    plugins: &Path,
+    extra: &str,
+) -> String {
     format!(
-        "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key = \"k\"\nretry_backoff_ms = 10\n\n\
+        "[llm]\nmodel = \"{model}\"\nbase_url = \"{base_url}\"\napi_key = \"k\"\nretry_backoff_ms = 10\n\n\
          [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nshutdown_grace = 2\n{extra}\n\n\
          [sandbox]\nimage = \"agentd-sandbox-tiny:latest\"\n",
-        llm.base_url(),
         plugins.display(),
         dir.join("state").display(),
         dir.join("agentd.sock").display(),
@@ -180,10 +190,33 @@ impl Daemon {
     }
 
     fn configured(llm: &FakeLlm, plugins: tempfile::TempDir, extra: &str) -> Daemon {
+        Self::configured_for(&llm.base_url(), "fake", plugins, extra)
+    }
+
+    /// Started against a real OpenAI-compatible endpoint serving `model`,
+    /// with exactly these plugin files (as in
+    /// [`start_with_plugins`](Self::start_with_plugins)).
+    pub fn start_against(
+        base_url: &str,
+        model: &str,
+        files: &[(&str, &str)],
+        extra: &str,
+    ) -> Daemon {
+        let mut d = Self::configured_for(base_url, model, Self::folder_of(files), extra);
+        d.spawn(&[]);
+        d
+    }
+
+    fn configured_for(
+        base_url: &str,
+        model: &str,
+        plugins: tempfile::TempDir,
+        extra: &str,
+    ) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("agentd.toml");
-        std::fs::write(&config, config_text(llm, dir.path(), plugins.path(), extra))
-            .expect("write config");
+        let text = config_text_for(base_url, model, dir.path(), plugins.path(), extra);
+        std::fs::write(&config, text).expect("write config");
         Daemon {
             child: None,
             socket: dir.path().join("agentd.sock"),
