@@ -151,6 +151,10 @@ pub const SDK_STRATEGY: &[File] = &[
         "src/lib.rs",
         include_str!("../../../plugins/sdk/strategy/src/lib.rs"),
     ),
+    (
+        "src/host.rs",
+        include_str!("../../../plugins/sdk/strategy/src/host.rs"),
+    ),
 ];
 
 /// agentd's Python SDK (`plugins/python/sdk/agentd/`), as the package

@@ -31,6 +31,10 @@ pub mod bindings {
     });
 }
 
+/// The host as a trait (`Host`) and its real implementation (`Imports`),
+/// so a strategy's step can be tested natively and wrapped.
+pub mod host;
+
 pub use agentd_plugin_types::{
     CONTRACT, Error, ErrorCode, Message, Metadata, Role, ToolCall, ToolChoice, ToolSpec, Usage,
     config, human, log,
