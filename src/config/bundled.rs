@@ -1,7 +1,9 @@
 //! The agents agentd ships, so that it works with no configuration file.
 //! `toolcall` is the strategy as it comes (its prompts and step limit are
 //! the strategy plugin's own defaults); `manus` overrides them with
-//! OpenManus's Manus prompts and tools.
+//! OpenManus's Manus prompts and tools; `planner` is OpenManus's
+//! `PlanningFlow` over Manus's tools (the `planning` strategy's prompts
+//! and step limit, which plan each step themselves).
 
 use super::AgentConfig;
 
@@ -23,6 +25,17 @@ pub fn agents() -> Vec<AgentConfig> {
             max_steps: Some(20),
             max_observe: Some(10000),
             ..AgentConfig::with_defaults("manus")
+        },
+        AgentConfig {
+            strategy: "planning".into(),
+            tools: vec![
+                "python_execute".into(),
+                "str_replace_editor".into(),
+                "bash".into(),
+                "terminate".into(),
+            ],
+            max_observe: Some(10000),
+            ..AgentConfig::with_defaults("planner")
         },
     ]
 }

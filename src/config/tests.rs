@@ -22,6 +22,15 @@ fn defaults_have_the_bundled_agents() {
         manus.tools,
         ["python_execute", "str_replace_editor", "bash", "terminate"]
     );
+    let planner = c.agent("planner").expect("planner");
+    assert_eq!(planner.strategy, "planning");
+    assert_eq!(planner.tools, manus.tools, "Manus's tools");
+    assert_eq!(planner.max_observe, Some(10000));
+    assert_eq!(
+        (planner.system_prompt.as_ref(), planner.max_steps),
+        (None, None),
+        "the planning strategy's own defaults"
+    );
     assert_eq!(c.sandbox, SandboxConfig::default());
     assert_eq!(c.daemon.step_timeout, Duration::from_secs(60));
 }
@@ -146,7 +155,10 @@ fn an_llm_override_naming_no_agent_is_refused_with_its_line() {
         msg.starts_with("/etc/agentd/agentd.toml:4: [llm.mnaus] names no agent"),
         "{msg}"
     );
-    assert!(msg.contains("known agents: manus, toolcall"), "{msg}");
+    assert!(
+        msg.contains("known agents: manus, planner, toolcall"),
+        "{msg}"
+    );
     // Agents from the file count, in any case.
     let c =
         parse("[agents.Researcher]\nstrategy = \"toolcall\"\n[llm.researcher]\nmodel = \"r\"\n")

@@ -58,6 +58,7 @@ pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
 
 pub const ALL_TEST_PLUGINS: &[&str] = &[
     "toolcall",
+    "planning",
     "terminate",
     "echo",
     "misbehave",
