@@ -151,6 +151,17 @@ pub enum RunEvent {
         /// True when nobody decided within the timeout (a denial).
         timed_out: bool,
     },
+    /// The run's plan changed (a strategy published one through the
+    /// contract's `plan` import, contract 0.2.3): the whole plan, so a
+    /// follower needs no earlier event. Emitted only when the plan differs
+    /// from the current one; a resumed run begins with one carrying its
+    /// predecessor's plan, at the step it resumed after.
+    PlanChanged {
+        /// The step during which it was published.
+        step: u32,
+        /// The plan as published.
+        plan: crate::plan::Plan,
+    },
     /// The last event of every run, whatever its ending; the daemon's history
     /// writes one for a run it finds interrupted.
     RunEnded {

@@ -71,6 +71,7 @@ pub const ALL_TEST_PLUGINS: &[&str] = &[
     "legacy_tool",
     "legacy_v0_2_tool",
     "legacy_v0_2_1_tool",
+    "legacy_v0_2_2_strategy",
 ];
 
 pub struct Harness {
