@@ -1395,6 +1395,21 @@ async fn the_plan_is_the_last_plan_changed_and_the_resume_point_s_is_the_checkpo
         },
     );
     h.append_event("none", &step_started(1));
+    // A run resuming `r` after step 1 that never started (it recorded no
+    // event): resuming it carries `r`'s plan at step 1 on.
+    let mut never = summary("never", 3, RunState::Ended);
+    never.resume.resumed_from = Some("r".into());
+    never.resume.resumed_at_step = Some(1);
+    h.create_run(&never);
+    h.append_message("never", 0, &Message::user("request of r"));
+    h.checkpoint(
+        "never",
+        crate::agent::Checkpoint {
+            steps: 1,
+            messages: 1,
+            stuck_warning: false,
+        },
+    );
     h.flush().await.unwrap();
 
     let view = h.get("r").await.unwrap().expect("kept");
@@ -1402,6 +1417,12 @@ async fn the_plan_is_the_last_plan_changed_and_the_resume_point_s_is_the_checkpo
     let point = h.resume_point("r").await.unwrap().expect("kept");
     assert_eq!(point.plan, Some(plan(StepStatus::InProgress)));
     assert_eq!(h.get("none").await.unwrap().expect("kept").plan, None);
+    let point = h.resume_point("never").await.unwrap().expect("kept");
+    assert_eq!(point.plan, Some(plan(StepStatus::InProgress)));
+    assert_eq!(
+        h.resume_point("none").await.unwrap().expect("kept").plan,
+        None
+    );
     // And it reads back as the wire's `"plan": null`.
     let json = serde_json::to_value(h.get("none").await.unwrap().expect("kept")).unwrap();
     assert_eq!(json.get("plan"), Some(&serde_json::Value::Null), "{json}");
