@@ -195,3 +195,49 @@ async fn a_strategy_built_against_0_2_2_still_runs() {
     assert_eq!(record.result, "Step 1: v0.2.2: step 1 of older");
     assert_eq!(record.plan, None);
 }
+
+#[tokio::test]
+async fn a_change_over_the_run_s_byte_budget_is_neither_kept_nor_told() {
+    let h = Harness::new().await;
+    // The start (about 235 bytes: run_started, the request, step_started)
+    // fits; step 1's plan_changed (about 190 more) does not.
+    let runtime = agentd::agent::Runtime {
+        plugins: h.runtime.plugins.clone(),
+        sandboxes: h.runtime.sandboxes.clone(),
+        step_timeout: h.runtime.step_timeout,
+        grants: h.runtime.grants.clone(),
+        limits: agentd::agent::RunLimits {
+            max_run_bytes: 300,
+            ..agentd::agent::RunLimits::default()
+        },
+        tool_provider: h.runtime.tool_provider.clone(),
+    };
+    let agent = agentd::agent::Agent::new(
+        plan_story(5),
+        agentd::llm::LlmClient::new(h.settings()).expect("llm client"),
+        Arc::new(runtime),
+    );
+    let (events, seen) = recording();
+    let record = agent
+        .run(
+            "greet me",
+            RunOptions {
+                run_id: Some("r".into()),
+                events,
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .expect("run");
+    assert_eq!(record.outcome, Outcome::Error, "{record:?}");
+    let error = record.error.clone().unwrap_or_default();
+    assert!(error.contains("max_run_bytes"), "{error}");
+    let seen = seen.lock().expect("lock").clone();
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, RunEvent::StepStarted { step: 1, .. })),
+        "the start fit: {seen:?}"
+    );
+    assert!(changes(&seen).is_empty(), "{seen:?}");
+    assert_eq!(record.plan, None);
+}

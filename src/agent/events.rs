@@ -15,7 +15,9 @@ use super::outcome::Outcome;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     /// The first event of a run whose agent and strategy resolved: what it runs
-    /// and with which limit. A run that fails to resolve goes straight to `RunEnded`.
+    /// and with which limit. A run that fails to resolve goes straight to `RunEnded`
+    /// (a resumed one after the `PlanChanged` of the plan it carries, so its
+    /// record keeps it).
     RunStarted {
         /// The run's id: the caller's (`RunOptions::run_id`) or a fresh UUID.
         run_id: String,

@@ -429,7 +429,20 @@ impl RunManager {
         };
         drop(place);
         let Some(permit) = permit else {
-            // Cancelled (or shut down) while queued: it never ran.
+            // Cancelled (or shut down) while queued: it never ran. A resumed
+            // run still records the plan it carried (as its start would
+            // have), so its record, and a resume of it, keep the plan.
+            if let Some(p) = &prior {
+                if let Some(plan) = p.plan.clone() {
+                    self.publish(
+                        &run,
+                        RunEvent::PlanChanged {
+                            step: p.steps,
+                            plan,
+                        },
+                    );
+                }
+            }
             let record = RunRecord {
                 id: run.id.clone(),
                 agent: agent.config().name.clone(),

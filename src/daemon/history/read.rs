@@ -78,6 +78,9 @@ pub struct ResumePoint {
 /// first, so the plan events of a run are found without parsing the others.
 const PLAN_CHANGED_PREFIX: &str = r#"{"type":"plan_changed","#;
 
+/// How far up a chain of resumed runs a carried plan is looked for.
+const MAX_CHAIN: usize = 64;
+
 /// Opening a connection parses the schema; keeping a few idle ones makes a
 /// read cost only its query.
 pub(super) struct Readers {
@@ -246,13 +249,49 @@ impl Reader<'_> {
                     .map_err(|e| self.corrupt(format!("message {idx} of run {id}: {e}")))
             })
             .collect::<Result<_, _>>()?;
-        let plan = self.plan_at(id, checkpoint.steps)?;
+        let plan = self.carried_plan(id, checkpoint.steps, &summary.resume)?;
         Ok(Some(ResumePoint {
             summary,
             checkpoint: Some(checkpoint),
             messages,
             plan,
         }))
+    }
+
+    /// The plan a run resumed from `id` after `step` starts with: `id`'s
+    /// own, else (a resumed run that never started, so never recorded the
+    /// plan it carried) its predecessor's at the step it resumed after, up
+    /// the chain. Bounded, so a corrupt cycle of links cannot loop.
+    fn carried_plan(
+        &self,
+        id: &str,
+        step: u32,
+        links: &ResumeLinks,
+    ) -> Result<Option<Plan>, HistoryError> {
+        if let Some(plan) = self.plan_at(id, step)? {
+            return Ok(Some(plan));
+        }
+        let mut from = links.resumed_from.clone().zip(links.resumed_at_step);
+        for _ in 0..MAX_CHAIN {
+            let Some((prev, at)) = from else { break };
+            if let Some(plan) = self.plan_at(&prev, at)? {
+                return Ok(Some(plan));
+            }
+            from = self
+                .conn
+                .prepare_cached("SELECT resumed_from, resumed_at_step FROM runs WHERE id = ?1")
+                .and_then(|mut stmt| {
+                    stmt.query_row([&prev], |row| {
+                        Ok(row
+                            .get::<_, Option<String>>(0)?
+                            .zip(row.get::<_, Option<u32>>(1)?))
+                    })
+                    .optional()
+                })
+                .map_err(|e| self.sqlite(e))?
+                .flatten();
+        }
+        Ok(None)
     }
 
     /// The plan of the run's last `plan_changed` event of a step up to
