@@ -409,3 +409,81 @@ async fn terminate_ends_the_run_before_the_plan_is_done() {
     );
     assert_eq!(h.llm.requests().len(), 2, "no summary");
 }
+
+/// The bundled `planner` agent, with no `[agents]` table: `agentd run
+/// --local` runs it through a plan, shows each change of the plan on stderr
+/// and prints the record with the plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bundled_planner_needs_no_agent_configuration() {
+    let plugins = common::plugins_dir(&[
+        "planning",
+        "terminate",
+        "bash",
+        "str_replace_editor",
+        "python_execute",
+    ]);
+    let llm = agentd::testkit::FakeLlm::start().await.expect("fake llm");
+    llm.push_all([
+        create("Greet", &["Say hello"]),
+        Reply::text("Hello said."),
+        Reply::text("The greeting was said."),
+    ]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key = \"k\"\n\n[daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\n",
+            llm.base_url(),
+            plugins.path().display(),
+            dir.path().display()
+        ),
+    )
+    .expect("write config");
+    let config = config.display().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args([
+                "run", "--local", "--json", "--config", &config, "planner", "greet",
+            ])
+            .env_remove("AGENTD_CONFIG")
+            .output()
+            .expect("spawn agentd")
+    })
+    .await
+    .expect("join");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let record: Value = serde_json::from_slice(&out.stdout).expect("JSON record");
+    assert_eq!(record["outcome"], "finished", "{record}");
+    assert_eq!(record["agent"], "planner");
+    assert_eq!(record["steps"], 2);
+    assert_eq!(
+        record["plan"],
+        json!({"title": "Greet", "steps": [
+            {"text": "Say hello", "status": "completed", "notes": "Hello said."}
+        ]})
+    );
+    assert!(
+        record["result"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("Step 2: The greeting was said."),
+        "{record}"
+    );
+    // The Manus tools and planning, offered to the model.
+    assert_eq!(
+        tool_names(&llm.requests()[1]),
+        [
+            "python_execute",
+            "str_replace_editor",
+            "bash",
+            "terminate",
+            "planning"
+        ]
+    );
+    assert!(
+        stderr.contains("Greet") && stderr.contains("[x]"),
+        "the plan's changes are shown: {stderr}"
+    );
+}
