@@ -271,8 +271,10 @@ fn execute<H: Host + Plans>(mut host: H, mut plan: Plan) -> Result<String, Error
         // All done already (a resumed run whose summary step was lost).
         return finalize(host, &plan);
     };
-    if plan.steps[index].status != StepStatus::InProgress {
-        plan.steps[index].status = StepStatus::InProgress;
+    if let Some(step) = plan.steps.get_mut(index)
+        && step.status != StepStatus::InProgress
+    {
+        step.status = StepStatus::InProgress;
         host.publish_plan(&plan)?;
     }
 
