@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The plugins that ship with agentd; the others in plugins/ exist for tests.
-BUNDLED=(toolcall react terminate)
+BUNDLED=(toolcall react planning terminate)
 for extra in bash str_replace_editor python_execute ask_human; do
   [ -d "plugins/$extra" ] && BUNDLED+=("$extra")
 done

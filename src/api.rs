@@ -267,6 +267,11 @@ impl RunSummary {
 pub struct RunView {
     #[serde(flatten)]
     pub summary: RunSummary,
+    /// The run's plan (contract 0.2.3): the last `plan_changed` event's,
+    /// `null` when its strategy published none. Here and not in list rows:
+    /// a plan may be 64 KiB.
+    #[serde(default)]
+    pub plan: Option<crate::plan::Plan>,
     #[serde(default)]
     pub messages: Vec<Message>,
     #[serde(flatten)]
@@ -621,6 +626,7 @@ mod wire_tests {
             | RunEvent::InputReceived { .. }
             | RunEvent::ApprovalRequested { .. }
             | RunEvent::ApprovalDecided { .. }
+            | RunEvent::PlanChanged { .. }
             | RunEvent::RunEnded { .. } => {}
         }
     }
@@ -762,6 +768,27 @@ mod wire_tests {
                     timed_out: false,
                 },
                 r#"{"seq":14,"at_ms":1700000000000,"type":"approval_decided","step":3,"call_id":"call_7","tool":"bash","decision":"deny","reason":"not on main","by_uid":null,"timed_out":false}"#,
+            ),
+            (
+                RunEvent::PlanChanged {
+                    step: 2,
+                    plan: crate::plan::Plan {
+                        title: "Fix the build".into(),
+                        steps: vec![
+                            crate::plan::PlanStep {
+                                text: "Read the error".into(),
+                                status: crate::plan::StepStatus::Completed,
+                                notes: Some("a missing import".into()),
+                            },
+                            crate::plan::PlanStep {
+                                text: "Add it".into(),
+                                status: crate::plan::StepStatus::InProgress,
+                                notes: None,
+                            },
+                        ],
+                    },
+                },
+                r#"{"seq":15,"at_ms":1700000000000,"type":"plan_changed","step":2,"plan":{"title":"Fix the build","steps":[{"text":"Read the error","status":"completed","notes":"a missing import"},{"text":"Add it","status":"in_progress","notes":null}]}}"#,
             ),
         ];
         for (seq, (event, expected)) in (1..).zip(cases) {

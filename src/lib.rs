@@ -11,6 +11,8 @@ pub mod daemon;
 pub mod llm;
 pub mod mcp;
 #[warn(missing_docs)]
+pub mod plan;
+#[warn(missing_docs)]
 pub mod plugin;
 pub mod sandbox;
 pub mod size;

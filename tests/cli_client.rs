@@ -97,6 +97,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
             ended_at_ms: outcome.map(|_| 1_700_000_001_000),
             resume: Default::default(),
         },
+        plan: None,
         messages: vec![Message::user("hi")],
         paging: Default::default(),
     }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// on modules of a lower layer (or on itself).
 const LAYERS: &[(&str, u32)] = &[
     ("chat", 0),
+    ("plan", 0),
     ("time", 0),
     ("sync", 0),
     ("size", 0),

@@ -15,7 +15,7 @@ use agentd::plugin::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost,
 use agentd::plugin::session::{StepEnd, StrategySession};
 use agentd::plugin::tool::{call_once, CallFailure, ToolBox, ToolFailure};
 use agentd::plugin::{
-    AskFailure, AskHuman, Contract, EngineLimits, Grants, NoHuman, PluginGrant, PluginHost,
+    AskFailure, AskHuman, Contract, EngineLimits, Grants, NoHuman, NoPlan, PluginGrant, PluginHost,
     PluginKind, RunTools, StrategyDefaults,
 };
 use agentd::sandbox::{NoSandbox, Sandbox, SandboxProvider};
@@ -50,7 +50,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
             special_tools: Some(vec!["terminate".into()]),
         }
     );
-    assert_eq!(toolcall.meta.contract, Contract::V0_2_2);
+    assert_eq!(toolcall.meta.contract, Contract::V0_2_3);
     assert_eq!(toolcall.meta.contract, Contract::CURRENT);
     assert!(!toolcall.meta.version.is_empty());
     let terminate = set.tool("terminate").expect("terminate tool");
@@ -66,7 +66,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
     assert!(set.tool("echo").is_some() && set.tool("fail_tool").is_some());
     // OpenManus's AskHuman, as the model sees it.
     let ask = set.tool("ask_human").expect("ask_human tool");
-    assert_eq!(ask.meta.contract, Contract::V0_2_2);
+    assert_eq!(ask.meta.contract, Contract::V0_2_3);
     assert_eq!(ask.spec.description, "Use this tool to ask human for help.");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&ask.spec.parameters).expect("schema is JSON"),
@@ -80,7 +80,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
         ask.meta
             .imports
             .iter()
-            .any(|i| i == "agentd:plugin/human@0.2.2"),
+            .any(|i| i == "agentd:plugin/human@0.2.3"),
         "{:?}",
         ask.meta.imports
     );
@@ -93,6 +93,7 @@ async fn components_built_against_older_contracts_still_load() {
         "legacy_tool",
         "legacy_v0_2_tool",
         "legacy_v0_2_1_tool",
+        "legacy_v0_2_2_strategy",
         "echo",
         "misbehave",
     ]);
@@ -112,8 +113,8 @@ async fn components_built_against_older_contracts_still_load() {
     );
     let tool = set.tool("legacy_tool").expect("0.1.0 tool");
     assert_eq!(tool.meta.contract, Contract::V0_1);
-    // 0.2.0 and 0.2.1 are served by the 0.2.2 bindings through wasmtime's
-    // semver matching of their exports and imports.
+    // 0.2.0, 0.2.1 and 0.2.2 are served by the 0.2.3 bindings through
+    // wasmtime's semver matching of their exports and imports.
     let v0_2 = set.tool("legacy_v0_2_tool").expect("0.2.0 tool");
     assert_eq!(v0_2.meta.contract, Contract::V0_2);
     let v0_2_1 = set.tool("legacy_v0_2_1_tool").expect("0.2.1 tool");
@@ -127,15 +128,30 @@ async fn components_built_against_older_contracts_still_load() {
         "{:?}",
         v0_2_1.meta.imports
     );
+    let v0_2_2 = set
+        .strategy("legacy_v0_2_2_strategy")
+        .expect("0.2.2 strategy");
+    assert_eq!(v0_2_2.meta.contract, Contract::V0_2_2);
+    assert!(
+        v0_2_2
+            .meta
+            .imports
+            .iter()
+            .any(|i| i == "agentd:plugin/agent@0.2.2"),
+        "{:?}",
+        v0_2_2.meta.imports
+    );
+    // Its own defaults, read through the 0.2.3 bindings.
+    assert_eq!(v0_2_2.defaults.max_steps, Some(3));
     assert_eq!(
         set.tool("echo").expect("echo").meta.contract,
-        Contract::V0_2_2
+        Contract::V0_2_3
     );
     assert_eq!(
         set.strategy("misbehave").expect("misbehave").meta.contract,
-        Contract::V0_2_2
+        Contract::V0_2_3
     );
-    // And it runs: its 0.2.1 `config` import is served by the 0.2.2 host.
+    // And it runs: its 0.2.1 `config` import is served by the 0.2.3 host.
     let grants = Grants::new(BTreeMap::from([(
         "legacy_v0_2_1_tool".to_string(),
         PluginGrant {
@@ -400,6 +416,7 @@ async fn a_strategy_asking_a_person_gets_the_answer_and_the_wait_is_not_step_tim
         no_sandbox(),
         Arc::new(PromptHost("ask-human Which way?".into())),
         human.clone(),
+        Arc::new(NoPlan("tests keep no plan")),
         Arc::new(Grants::default()),
         Duration::from_secs(10),
     )
@@ -424,6 +441,7 @@ async fn a_strategy_asking_a_person_gets_the_answer_and_the_wait_is_not_step_tim
         TestHuman::failing(AskFailure::NoAnswer(
             "no answer within 1h (input_timeout)".into(),
         )),
+        Arc::new(NoPlan("tests keep no plan")),
         Arc::new(Grants::default()),
         Duration::from_secs(10),
     )

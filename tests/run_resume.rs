@@ -387,6 +387,7 @@ async fn a_prior_gives_the_window_and_the_stuck_warning_the_original_had() {
                     steps: 3,
                     stuck_warning: after_3.stuck_warning,
                     more_steps: None,
+                    plan: None,
                 }),
                 ..RunOptions::default()
             },
@@ -415,4 +416,103 @@ async fn a_prior_gives_the_window_and_the_stuck_warning_the_original_had() {
         "the warning is carried: {}",
         again[5]
     );
+}
+
+/// An agent on `misbehave`'s `plan-story` (contract 0.2.3's `plan`):
+/// steps 1 and 2 change the plan, 3 republishes it, 4 is refused a
+/// 101-step plan; a run resumed after step 4 reads `current()` in step 5.
+const PLAN_AGENT: &str = "\n[agents.planner]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"plan-story\"\nmax_steps = 4\n";
+
+fn plan_changes(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "plan_changed")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plan_is_in_the_events_the_record_and_show_across_a_restart_and_a_resume() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let mut d = tokio::task::block_in_place(|| Daemon::start(&llm, PLAN_AGENT));
+    tokio::task::block_in_place(|| {
+        let last = serde_json::json!({
+            "title": "Greet the user",
+            "steps": [
+                {"text": "say hi", "status": "completed", "notes": "said hi"},
+                {"text": "say bye", "status": "not_started", "notes": null},
+            ],
+        });
+        // `agentd run` prints each change as it happens.
+        let out = cli(&d, &["run", "planner", "greet me"]);
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("  plan:\n    Greet the user\n      [ ] say hi\n      [ ] say bye\n")
+                && stderr.contains(
+                    "  plan:\n    Greet the user\n      [x] say hi — said hi\n      [ ] say bye\n"
+                ),
+            "{stderr}"
+        );
+        assert_eq!(stderr.matches("  plan:\n").count(), 2, "{stderr}");
+
+        let id = d.create_run("planner", "greet me");
+        let record = d.wait_run(&id, WAIT);
+        assert_eq!(record["outcome"], "max_steps", "{record}");
+        assert_eq!(record["plan"], last, "{record}");
+        // The list rows stay small: no plan there.
+        let (_, list) = d.get("/v1/runs?limit=1");
+        assert!(list["runs"][0].get("plan").is_none(), "{list}");
+        let changes = plan_changes(&d.events(&id));
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert_eq!(changes[0]["step"], 1);
+        assert_eq!(changes[0]["plan"]["steps"][0]["status"], "not_started");
+        assert_eq!(changes[0]["plan"]["steps"][0]["notes"], Value::Null);
+        assert_eq!(
+            (&changes[1]["step"], &changes[1]["plan"]),
+            (&2.into(), &last)
+        );
+        let result = record["result"].as_str().expect("result");
+        assert!(
+            result.contains("Step 4: refused: strategy `misbehave` published a plan that was refused: the plan has 101 steps, more than the 100 a plan may have"),
+            "{result}"
+        );
+
+        // `agentd show`: each change in the story, then the plan.
+        let show = |d: &Daemon, id: &str| text(&cli(d, &["show", id]).stdout);
+        let shown = show(&d, &id);
+        assert!(
+            shown.contains(
+                "\n[plan changed at step 1]\nGreet the user\n  [ ] say hi\n  [ ] say bye\n\
+                 \n[plan changed at step 2]\nGreet the user\n  [x] say hi — said hi\n  [ ] say bye\n\
+                 \n[plan]\nGreet the user\n  [x] say hi — said hi\n  [ ] say bye\n\n[result]\n"
+            ),
+            "{shown}"
+        );
+
+        // A restart: the plan and its events come from the history.
+        assert_eq!(d.stop(), Some(0));
+        d.spawn(&[]);
+        let (status, after) = d.get(&format!("/v1/runs/{id}"));
+        assert_eq!(status, 200, "{after}");
+        assert_eq!(after["plan"], last, "{after}");
+        assert_eq!(plan_changes(&d.events(&id)).len(), 2);
+        assert_eq!(show(&d, &id), shown);
+
+        // Resumed: `current()` is the predecessor's plan, and the new run's
+        // own story and record start from it.
+        let new = resumed(&d, &id, "");
+        let record = d.wait_run(&new, WAIT);
+        assert_eq!(record["outcome"], "finished", "{record}");
+        assert_eq!(
+            record["result"],
+            "Step 5: current plan: Greet the user: say hi (completed: said hi), say bye (not_started)"
+        );
+        assert_eq!(record["plan"], last, "{record}");
+        let changes = plan_changes(&d.events(&new));
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(
+            (&changes[0]["step"], &changes[0]["plan"]),
+            (&4.into(), &last)
+        );
+    });
 }

@@ -25,7 +25,9 @@ use super::stuck::{self, is_stuck};
 use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
 use crate::chat::{ToolChoice, ToolSpec, Usage};
 use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
+use crate::plan::Plan;
 use crate::plugin::human::{AskFailure, AskHuman};
+use crate::plugin::plan::{PlanRefused, RunPlan};
 use crate::plugin::run_host::{AddMessageError, ChatFailure, RunHost, StepConfig};
 use crate::sync::LockExt;
 
@@ -87,6 +89,9 @@ struct RunState {
     /// Messages of the run's transcript so far (a resumed run's count from
     /// the first message it started from): where a checkpoint ends.
     transcript_len: u32,
+    /// The plan the strategy last published (a resumed run's predecessor's
+    /// until then), for `plan.current()` and the record.
+    plan: Option<Plan>,
 }
 
 /// What the loop does next, decided under one lock.
@@ -126,6 +131,8 @@ pub struct Final {
     pub messages: Vec<Message>,
     /// Token usage summed over every chat call of the run.
     pub usage: Usage,
+    /// The plan at the end.
+    pub plan: Option<Plan>,
 }
 
 impl RunContext {
@@ -166,6 +173,7 @@ impl RunContext {
                 waited: Duration::ZERO,
                 waiting_since: None,
                 transcript_len: 0,
+                plan: None,
             }),
             stop: CancellationToken::new(),
             human: None,
@@ -309,6 +317,12 @@ impl RunContext {
     /// Sends `event` to the run's sink, unless it would take the run over
     /// its byte budget (then the run is stopped and the event dropped).
     pub fn emit(&self, event: RunEvent) {
+        let _ = self.emit_kept(event);
+    }
+
+    /// [`Self::emit`], saying whether the event was kept: `Err` is why the
+    /// byte budget refused it (the run is stopped then).
+    fn emit_kept(&self, event: RunEvent) -> Result<(), String> {
         let kept = {
             let mut st = self.lock();
             self.charge(&mut st, event_bytes(&event))
@@ -316,6 +330,7 @@ impl RunContext {
         if kept.is_ok() {
             (self.events)(&event);
         }
+        kept
     }
 
     /// Counts `bytes` against `max_run_bytes`; past it, stops the run.
@@ -545,6 +560,7 @@ impl RunContext {
             results: st.results.clone(),
             messages: st.memory.messages(),
             usage: st.usage,
+            plan: st.plan.clone(),
         }
     }
 
@@ -582,6 +598,16 @@ impl RunContext {
         st.current_step = prior.steps;
         st.warning_step = prior.stuck_warning.then(|| prior.steps.saturating_add(1));
         st.transcript_len = u32::try_from(prior.messages.len()).unwrap_or(u32::MAX);
+        st.plan = prior.plan.clone();
+        drop(st);
+        // The run's own story (its events, and the record built from them)
+        // starts from the plan it inherits, at the step it resumes after.
+        if let Some(plan) = prior.plan.clone() {
+            self.emit_kept(RunEvent::PlanChanged {
+                step: prior.steps,
+                plan,
+            })?;
+        }
         Ok(())
     }
 
@@ -872,6 +898,35 @@ impl Drop for WaitCounted<'_> {
         if let Some(since) = st.waiting_since.take() {
             st.waited += since.elapsed();
         }
+    }
+}
+
+/// The run as the keeper of its strategy's plan: the current plan here, each
+/// change an event (charged to `max_run_bytes` like any other), the latest
+/// in the record. The host has checked the plan against the contract's
+/// limits before it gets here.
+impl RunPlan for RunContext {
+    fn current(&self) -> Option<Plan> {
+        self.lock().plan.clone()
+    }
+
+    fn publish(&self, _plugin: &str, plan: Plan) -> Result<(), PlanRefused> {
+        let step = {
+            let st = self.lock();
+            if st.plan.as_ref() == Some(&plan) {
+                return Ok(());
+            }
+            st.current_step
+        };
+        // Kept only once its event is: the record and the story agree. One
+        // strategy instance calls at a time, so nothing publishes between.
+        self.emit_kept(RunEvent::PlanChanged {
+            step,
+            plan: plan.clone(),
+        })
+        .map_err(PlanRefused::OverLimit)?;
+        self.lock().plan = Some(plan);
+        Ok(())
     }
 }
 

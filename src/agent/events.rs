@@ -15,7 +15,9 @@ use super::outcome::Outcome;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     /// The first event of a run whose agent and strategy resolved: what it runs
-    /// and with which limit. A run that fails to resolve goes straight to `RunEnded`.
+    /// and with which limit. A run that fails to resolve goes straight to `RunEnded`
+    /// (a resumed one after the `PlanChanged` of the plan it carries, so its
+    /// record keeps it).
     RunStarted {
         /// The run's id: the caller's (`RunOptions::run_id`) or a fresh UUID.
         run_id: String,
@@ -150,6 +152,17 @@ pub enum RunEvent {
         by_uid: Option<u32>,
         /// True when nobody decided within the timeout (a denial).
         timed_out: bool,
+    },
+    /// The run's plan changed (a strategy published one through the
+    /// contract's `plan` import, contract 0.2.3): the whole plan, so a
+    /// follower needs no earlier event. Emitted only when the plan differs
+    /// from the current one; a resumed run begins with one carrying its
+    /// predecessor's plan, at the step it resumed after.
+    PlanChanged {
+        /// The step during which it was published.
+        step: u32,
+        /// The plan as published.
+        plan: crate::plan::Plan,
     },
     /// The last event of every run, whatever its ending; the daemon's history
     /// writes one for a run it finds interrupted.

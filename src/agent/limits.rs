@@ -108,6 +108,8 @@ pub fn event_bytes(e: &RunEvent) -> u64 {
             reason,
             ..
         } => call_id.len() + tool.len() + reason.as_ref().map_or(0, String::len),
+        // Each step's JSON keys and status word cost about 48 bytes.
+        RunEvent::PlanChanged { plan, .. } => plan.text_bytes() + plan.steps.len() * 48,
         RunEvent::StepStarted { .. } | RunEvent::StuckDetected { .. } => 0,
     };
     text as u64 + ITEM_OVERHEAD

@@ -85,4 +85,8 @@ pub struct RunRecord {
     pub messages: Vec<Message>,
     /// Token usage summed over every chat call of the run.
     pub usage: Usage,
+    /// The run's plan at its end (the last one published, or its
+    /// predecessor's for a resumed run); `None` when it has none.
+    #[serde(default)]
+    pub plan: Option<crate::plan::Plan>,
 }

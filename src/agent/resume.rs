@@ -35,6 +35,10 @@ pub struct Prior {
     /// more_steps`. `None`: what is left of the agent's resolved step limit
     /// (`max_steps - steps`), at least 1.
     pub more_steps: Option<u32>,
+    /// The earlier run's plan at that point (the last one published up to
+    /// its last completed step): this run's `plan.current()` until its
+    /// strategy publishes another, as the contract promises.
+    pub plan: Option<crate::plan::Plan>,
 }
 
 impl Prior {
@@ -80,6 +84,7 @@ mod tests {
             steps,
             stuck_warning: false,
             more_steps,
+            plan: None,
         }
     }
 

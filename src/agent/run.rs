@@ -500,6 +500,7 @@ async fn step_loop(
         tools_sandbox,
         ctx.clone(),
         ctx.clone(),
+        ctx.clone(),
         grants,
         step_timeout,
     );
@@ -672,6 +673,7 @@ impl RecordBuilder {
             error: self.error.clone(),
             messages: st.messages,
             usage: st.usage,
+            plan: st.plan,
         }
     }
 }

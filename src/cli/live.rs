@@ -68,7 +68,9 @@ impl LiveStatus {
             RunEvent::InputReceived { .. } | RunEvent::ApprovalDecided { .. } => {
                 self.phase = Phase::Thinking
             }
-            RunEvent::AssistantMessage { .. } | RunEvent::StuckDetected { .. } => {}
+            RunEvent::AssistantMessage { .. }
+            | RunEvent::StuckDetected { .. }
+            | RunEvent::PlanChanged { .. } => {}
             RunEvent::RunEnded { .. } => self.phase = Phase::Ended,
         }
     }

@@ -80,6 +80,7 @@ impl LocalRecord {
         let messages = self.messages.lock_unpoisoned().clone();
         RunView {
             summary,
+            plan: record.plan.clone(),
             paging: crate::api::MessagePaging::whole(messages.len()),
             messages,
         }
@@ -119,6 +120,7 @@ mod tests {
             // The final window: not what the record shows.
             messages: vec![Message::user("b")],
             usage: Default::default(),
+            plan: None,
         });
         assert_eq!(seen.lock().expect("lock").len(), 1, "events pass through");
         let s = &view.summary;

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use super::sanitize::terminal_safe;
 use crate::agent::RunEvent;
+use crate::plan::{Plan, StepStatus};
 
 /// Long tool outputs are shortened on screen; the record keeps them whole.
 const MAX_SHOWN: usize = 300;
@@ -16,6 +17,47 @@ fn shorten(s: &str) -> String {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
         None => one_line,
     }
+}
+
+/// A step's notes are shortened harder than other text: a plan is read at
+/// a glance, one line per step.
+const MAX_NOTES_SHOWN: usize = 80;
+
+fn shorten_to(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    match one_line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+/// How a step's status reads at the start of its line.
+pub fn status_mark(status: StepStatus) -> &'static str {
+    match status {
+        StepStatus::NotStarted => "[ ]",
+        StepStatus::InProgress => "[>]",
+        StepStatus::Completed => "[x]",
+        StepStatus::Blocked => "[!]",
+    }
+}
+
+/// A plan, compact: its title, then one line per step with its status mark
+/// and its notes shortened, each line indented by `indent`. Not yet
+/// [`terminal_safe`]: the caller makes the whole text safe.
+pub fn plan_lines(plan: &Plan, indent: &str) -> String {
+    let mut out = format!("{indent}{}", shorten(&plan.title));
+    for step in &plan.steps {
+        out.push('\n');
+        out.push_str(&format!(
+            "{indent}  {} {}",
+            status_mark(step.status),
+            shorten(&step.text)
+        ));
+        if let Some(notes) = step.notes.as_deref().filter(|n| !n.trim().is_empty()) {
+            out.push_str(&format!(" — {}", shorten_to(notes, MAX_NOTES_SHOWN)));
+        }
+    }
+    out
 }
 
 /// " by uid N" for a decision a client made.
@@ -101,6 +143,7 @@ fn raw_event_line(event: &RunEvent) -> Option<String> {
                 _ => format!("  {tool} {what}"),
             }
         }
+        RunEvent::PlanChanged { plan, .. } => format!("  plan:\n{}", plan_lines(plan, "    ")),
         RunEvent::RunEnded {
             outcome,
             steps,
@@ -111,4 +154,75 @@ fn raw_event_line(event: &RunEvent) -> Option<String> {
         },
     };
     Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PlanStep;
+
+    fn step(text: &str, status: StepStatus, notes: Option<&str>) -> PlanStep {
+        PlanStep {
+            text: text.into(),
+            status,
+            notes: notes.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_plan_prints_its_title_then_a_line_per_step_with_its_mark() {
+        let event = RunEvent::PlanChanged {
+            step: 2,
+            plan: Plan {
+                title: "Fix the build".into(),
+                steps: vec![
+                    step(
+                        "Read the error",
+                        StepStatus::Completed,
+                        Some("a missing\nimport"),
+                    ),
+                    step("Add it", StepStatus::InProgress, None),
+                    step("Run the tests", StepStatus::NotStarted, Some("")),
+                    step("Release", StepStatus::Blocked, Some(&"why ".repeat(40))),
+                ],
+            },
+        };
+        let text = event_line(&event).expect("a plan is shown");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "  plan:");
+        assert_eq!(lines[1], "    Fix the build");
+        assert_eq!(lines[2], "      [x] Read the error — a missing import");
+        assert_eq!(lines[3], "      [>] Add it");
+        assert_eq!(lines[4], "      [ ] Run the tests");
+        assert!(
+            lines[5].starts_with("      [!] Release — why why"),
+            "{text}"
+        );
+        assert!(lines[5].ends_with('…'), "notes are shortened: {text}");
+        assert_eq!(lines.len(), 6);
+    }
+
+    #[test]
+    fn a_plan_s_text_cannot_drive_the_terminal() {
+        let event = RunEvent::PlanChanged {
+            step: 1,
+            plan: Plan {
+                title: "\u{1b}]0;owned\u{7}Title\u{1b}[2J".into(),
+                steps: vec![step(
+                    "do \u{1b}[8mhidden\u{1b}[0m\r",
+                    StepStatus::NotStarted,
+                    Some("\u{9b}2Jnote"),
+                )],
+            },
+        };
+        let text = event_line(&event).expect("shown");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{9b}') && !text.contains('\r'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("    Title\n      [ ] do hidden — 2Jnote"),
+            "{text:?}"
+        );
+    }
 }

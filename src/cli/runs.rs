@@ -7,10 +7,11 @@ use super::client::{from_value, path_segment, Client, ClientError};
 use super::follow::follow;
 use super::sanitize::terminal_safe;
 use super::table::{age, first_line, truncate, Table};
-use super::view::LogPrinter;
+use super::view::{EventView, LogPrinter};
 use super::{out, transcript, RunsArgs};
-use crate::agent::Waiting;
-use crate::api::{RunList, RunSummary, RunView};
+use crate::agent::{RunEvent, Waiting};
+use crate::api::{EventLine, RunList, RunSummary, RunView};
+use crate::plan::Plan;
 use crate::time::now_ms;
 
 /// `runs` shows this many characters of an id; they name the run anywhere
@@ -177,8 +178,35 @@ pub async fn show(client: &Client, run: &str, json: bool) -> Result<i32, ClientE
         last = view;
     }
     out::text(&t.unprinted_marker());
+    if last.plan.is_some() {
+        // Only a run with a plan has changes to read from its events.
+        let changes = plan_changes(client, &last.summary.id).await?;
+        out::text(&transcript::plan_story(&changes, last.plan.as_ref()));
+    }
     out::text(&transcript::footer(&last));
     Ok(0)
+}
+
+/// Every `plan_changed` of the run's events so far, with its step.
+async fn plan_changes(client: &Client, id: &str) -> Result<Vec<(u32, Plan)>, ClientError> {
+    let mut collect = PlanChanges(Vec::new());
+    follow(client, id, false, None, &mut collect).await?;
+    Ok(collect.0)
+}
+
+/// The event view of `show`: keeps the plan changes, prints nothing.
+struct PlanChanges(Vec<(u32, Plan)>);
+
+impl EventView for PlanChanges {
+    fn line(&mut self, _raw: &[u8], event: Option<&EventLine>) {
+        if let Some(EventLine {
+            event: RunEvent::PlanChanged { step, plan },
+            ..
+        }) = event
+        {
+            self.0.push((*step, plan.clone()));
+        }
+    }
 }
 
 /// The cursor after a page; a page that does not move it would loop.

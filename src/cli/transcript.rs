@@ -5,10 +5,12 @@ use std::fmt::Write;
 
 use std::borrow::Cow;
 
+use super::progress::plan_lines;
 use super::sanitize::terminal_safe;
 use super::table::{age, duration};
 use crate::api::{RunState, RunSummary, RunView};
 use crate::chat::{Message, Role};
+use crate::plan::Plan;
 
 /// The header, every message in order, then the result, safe for a
 /// terminal as [`show`](super::runs) prints it page by page. `now_ms` makes
@@ -77,6 +79,25 @@ impl Transcript {
         }
         safe(out)
     }
+}
+
+/// The run's plan in its story: each change (`plan_changed`, with the
+/// step it was published in), then the plan it has now (the record's), the
+/// way `agentd run` printed them. Empty for a run without a plan.
+pub fn plan_story(changes: &[(u32, Plan)], current: Option<&Plan>) -> String {
+    let mut out = String::new();
+    for (step, plan) in changes {
+        let _ = write!(
+            out,
+            "\n[plan changed at step {step}]\n{}\n",
+            plan_lines(plan, "")
+        );
+    }
+    if let Some(plan) = current {
+        let _ = write!(out, "\n[plan]\n{}\n", plan_lines(plan, ""));
+    }
+    // Every word of a plan is a strategy's (or the model's).
+    safe(out)
 }
 
 /// The result, after the last message.
@@ -215,6 +236,7 @@ mod tests {
                 ended_at_ms: Some(5_500),
                 resume: Default::default(),
             },
+            plan: None,
             messages: vec![
                 Message::system("be brief"),
                 Message::user("greet"),
@@ -308,6 +330,29 @@ mod tests {
             all.ends_with("── resumed from fedcba9876543210 after step 1 ──\n"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn the_plan_s_story_shows_each_change_then_the_plan_now() {
+        use crate::plan::{PlanStep, StepStatus};
+        let plan = |status, notes: Option<&str>| Plan {
+            title: "Greet \u{1b}[2Jthem".into(),
+            steps: vec![PlanStep {
+                text: "say hi".into(),
+                status,
+                notes: notes.map(str::to_string),
+            }],
+        };
+        let first = plan(StepStatus::NotStarted, None);
+        let last = plan(StepStatus::Completed, Some("said it"));
+        let text = plan_story(&[(1, first), (2, last.clone())], Some(&last));
+        assert_eq!(
+            text,
+            "\n[plan changed at step 1]\nGreet them\n  [ ] say hi\n\
+             \n[plan changed at step 2]\nGreet them\n  [x] say hi — said it\n\
+             \n[plan]\nGreet them\n  [x] say hi — said it\n"
+        );
+        assert_eq!(plan_story(&[], None), "");
     }
 
     #[test]

@@ -34,6 +34,15 @@ fn defaults_have_the_bundled_agents() {
         (None, None),
         "the prompt (which lists the tools) and step limit are the strategy's"
     );
+    let planner = c.agent("planner").expect("planner");
+    assert_eq!(planner.strategy, "planning");
+    assert_eq!(planner.tools, manus.tools, "Manus's tools");
+    assert_eq!(planner.max_observe, Some(10000));
+    assert_eq!(
+        (planner.system_prompt.as_ref(), planner.max_steps),
+        (None, None),
+        "the planning strategy's own defaults"
+    );
     assert_eq!(c.sandbox, SandboxConfig::default());
     assert_eq!(c.daemon.step_timeout, Duration::from_secs(60));
 }
@@ -159,7 +168,7 @@ fn an_llm_override_naming_no_agent_is_refused_with_its_line() {
         "{msg}"
     );
     assert!(
-        msg.contains("known agents: manus, react, toolcall"),
+        msg.contains("known agents: manus, planner, react, toolcall"),
         "{msg}"
     );
     // Agents from the file count, in any case.

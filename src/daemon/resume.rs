@@ -160,6 +160,7 @@ pub async fn resume_run(
             steps: checkpoint.steps,
             stuck_warning: checkpoint.stuck_warning,
             more_steps: steps,
+            plan: point.plan,
         },
     };
     // In a task of its own, as `run_api::start_run`: a client that hangs

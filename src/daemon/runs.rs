@@ -29,6 +29,7 @@ use crate::agent::{
 };
 use crate::api::{DaemonEvent, ResumeLinks, RunState, RunSummary, RunView};
 use crate::chat::Message;
+use crate::plan::Plan;
 use crate::sync::LockExt;
 use crate::time::now_ms;
 
@@ -37,6 +38,8 @@ pub struct LiveRun {
     pub id: String,
     summary: Mutex<RunSummary>,
     messages: Mutex<Vec<Message>>,
+    /// The plan of the last `plan_changed` event, for the run's view.
+    plan: Mutex<Option<Plan>>,
     pub events: Arc<EventLog>,
     cancel: CancellationToken,
     next_event: AtomicU64,
@@ -71,6 +74,7 @@ impl LiveRun {
         let paging = page.paging(n, messages.len());
         RunView {
             summary,
+            plan: self.plan.lock_unpoisoned().clone(),
             messages: rest[..n].to_vec(),
             paging,
         }
@@ -368,6 +372,9 @@ impl RunManager {
             id: id.clone(),
             summary: Mutex::new(summary.clone()),
             messages: Mutex::new(carried),
+            // Until the run starts and restores it: a queued resumed run
+            // already shows the plan it carries on with.
+            plan: Mutex::new(resume.as_ref().and_then(|r| r.prior.plan.clone())),
             events: Arc::new(EventLog::default()),
             cancel: CancellationToken::new(),
             next_event: AtomicU64::new(1),
@@ -422,7 +429,20 @@ impl RunManager {
         };
         drop(place);
         let Some(permit) = permit else {
-            // Cancelled (or shut down) while queued: it never ran.
+            // Cancelled (or shut down) while queued: it never ran. A resumed
+            // run still records the plan it carried (as its start would
+            // have), so its record, and a resume of it, keep the plan.
+            if let Some(p) = &prior {
+                if let Some(plan) = p.plan.clone() {
+                    self.publish(
+                        &run,
+                        RunEvent::PlanChanged {
+                            step: p.steps,
+                            plan,
+                        },
+                    );
+                }
+            }
             let record = RunRecord {
                 id: run.id.clone(),
                 agent: agent.config().name.clone(),
@@ -433,6 +453,7 @@ impl RunManager {
                 error: None,
                 messages: Vec::new(),
                 usage: Default::default(),
+                plan: prior.as_ref().and_then(|p| p.plan.clone()),
             };
             self.finish(&run, record).await;
             return;
@@ -562,6 +583,9 @@ impl RunManager {
                         s.waiting = waiting;
                     });
                     me.history.save_run(s);
+                }
+                RunEvent::PlanChanged { plan, .. } => {
+                    *run.plan.lock_unpoisoned() = Some(plan.clone());
                 }
                 RunEvent::InputReceived { .. } | RunEvent::ApprovalDecided { .. } => {
                     let s = run.update(|s| {
@@ -770,5 +794,6 @@ fn failed_record(id: &str, agent: String, request: String, error: String) -> Run
         error: Some(error),
         messages: Vec::new(),
         usage: Default::default(),
+        plan: None,
     }
 }

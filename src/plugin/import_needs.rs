@@ -41,6 +41,10 @@ pub fn classify(import: &str) -> ImportNeed {
             true,
             "asks the run's operator a question and waits; needs no grant (fails outside a run)",
         ),
+        "agentd:plugin/plan" => (
+            true,
+            "reads and publishes the run's plan, which the run's events and record show; needs no grant (a strategy's own record)",
+        ),
         f if f.starts_with("agentd:plugin/") => (true, "the agentd contract"),
         "wasi:http/outgoing-handler" => (
             true,
@@ -93,6 +97,10 @@ mod tests {
         let human = classify("agentd:plugin/human@0.2.2");
         assert!(human.provided && human.grants.is_empty(), "{human:?}");
         assert!(human.note.contains("operator"), "{human:?}");
+        // The plan is the strategy's own part of the run's record: no grant.
+        let plan = classify("agentd:plugin/plan@0.2.3");
+        assert!(plan.provided && plan.grants.is_empty(), "{plan:?}");
+        assert!(plan.note.contains("plan"), "{plan:?}");
         let sandbox = classify("agentd:plugin/sandbox@0.2.0");
         assert!(sandbox.provided && sandbox.grants.is_empty());
         let sockets = classify("wasi:sockets/tcp@0.2.0");

@@ -22,6 +22,7 @@
 //!    (how fast one store may log), `stdio`,
 //!    `cache`, `run_host` (what the strategy world needs from a run),
 //!    `human` (what both worlds' `human.ask` needs from a run),
+//!    `plan` (what the strategy world's `plan` needs from a run),
 //!    `import_needs` (the grant each import needs, from its name) and
 //!    `tool_schema` (a tool's parameters checked as a JSON Schema), both
 //!    for `agentd plugin check`;
@@ -58,6 +59,7 @@ pub mod limits;
 mod loader;
 pub mod log_rate;
 mod meta;
+pub mod plan;
 mod probe;
 pub mod registry;
 pub mod run_host;
@@ -86,6 +88,7 @@ pub use host_tool::{HostTool, RunTools};
 pub use human::{AskFailure, AskHuman, NoHuman};
 pub use loader::{Compiled, Loader, MAX_COMPONENT_BYTES};
 pub use meta::{grants_for, is_valid_plugin_name, PluginKind, PluginMeta, StrategyDefaults};
+pub use plan::{NoPlan, PlanRefused, RunPlan};
 pub use registry::{LoadedPlugin, PluginSet};
 pub use settings::PluginSettings;
 pub use strategy::StrategyPlugin;

@@ -15,6 +15,7 @@ use super::grants::Grants;
 use super::host_tool::RunTools;
 use super::human::AskHuman;
 use super::limits::LimitHit;
+use super::plan::RunPlan;
 use super::run_host::RunHost;
 use super::store::new_store;
 use super::strategy::{StrategyInstance, StrategyPlugin};
@@ -91,14 +92,16 @@ impl StrategySession {
     /// Instantiates `strategy` for one run, with the run's tools (each
     /// instantiated on its first call) acting on `sandbox`, each plugin
     /// given what `grants` grants it; the strategy's and the tools'
-    /// `human.ask` go to `human`. Instantiation is
-    /// bounded by `limit`; dropping the future abandons it.
+    /// `human.ask` go to `human`, the strategy's `plan` to `plan`.
+    /// Instantiation is bounded by `limit`; dropping the future abandons it.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         strategy: &StrategyPlugin,
         tools: RunTools,
         sandbox: Arc<dyn Sandbox>,
         host: Arc<dyn RunHost>,
         human: Arc<dyn AskHuman>,
+        plan: Arc<dyn RunPlan>,
         grants: Arc<Grants>,
         limit: Duration,
     ) -> Result<Self, SessionError> {
@@ -114,6 +117,7 @@ impl StrategySession {
                 name.clone(),
                 host,
                 human,
+                plan,
                 tools,
                 clock.clone(),
                 memory_limit,

@@ -1,6 +1,7 @@
 //! The host side of the `strategy` world: the imports a strategy uses to see
 //! its agent, talk to the LLM and call tools, all served by the run through
-//! [`RunHost`], and asks the run's person through `human` ([`AskHuman`]).
+//! [`RunHost`], asks the run's person through `human` ([`AskHuman`]), and
+//! reads and publishes the run's plan through `plan` ([`RunPlan`]).
 //! Waits on the LLM, on a person and on tools' sandboxes pause the step
 //! clock here, where they happen. Every contract version's imports are
 //! served here: 0.1.0's by converting to the current ones.
@@ -14,7 +15,7 @@ use super::bindings::types::{self as wit, ErrorCode};
 use super::bindings::v0_1::strategy::agentd::plugin::{
     agent as old_agent, logging as old_logging, types as old_types,
 };
-use super::bindings::v0_2::strategy::agentd::plugin::{agent, config, human, logging};
+use super::bindings::v0_2::strategy::agentd::plugin::{agent, config, human, logging, plan};
 use super::clock::StepClock;
 use super::compat_v0_1::{old, Conv};
 use super::convert::*;
@@ -22,6 +23,7 @@ use super::grants::PluginGrant;
 use super::human::{AskHuman, NoHuman};
 use super::limits::{LimitHit, StoreLimiter};
 use super::log_rate::LogRate;
+use super::plan::{plan_from_wit, plan_to_wit, publish_checked, NoPlan, RunPlan};
 use super::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost};
 use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_wasi, Limited};
 use super::tool::{ToolBox, ToolFailure};
@@ -41,6 +43,8 @@ pub struct StrategyState {
     host: Arc<dyn RunHost>,
     /// Who answers `human.ask`: the run, or a [`NoHuman`].
     human: Arc<dyn AskHuman>,
+    /// Who keeps the plan: the run, or a [`NoPlan`].
+    plan: Arc<dyn RunPlan>,
     tools: ToolBox,
     clock: Arc<StepClock>,
 }
@@ -48,11 +52,13 @@ pub struct StrategyState {
 impl StrategyState {
     /// The state of `plugin`'s store for one run, its memories summed
     /// limited to `memory_limit` bytes, with what `grant` grants, its
-    /// questions answered by `human`.
+    /// questions answered by `human` and its plan kept by `plan`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         plugin: Arc<str>,
         host: Arc<dyn RunHost>,
         human: Arc<dyn AskHuman>,
+        plan: Arc<dyn RunPlan>,
         tools: ToolBox,
         clock: Arc<StepClock>,
         memory_limit: usize,
@@ -68,6 +74,7 @@ impl StrategyState {
             log_rate,
             host,
             human,
+            plan,
             tools,
             clock,
         }
@@ -83,6 +90,7 @@ impl StrategyState {
             plugin,
             Arc::new(ProbeHost),
             human.clone(),
+            Arc::new(NoPlan::PROBE),
             ToolBox::new(Vec::new(), sandbox, clock.clone(), Arc::default(), human),
             clock,
             memory_limit,
@@ -141,6 +149,23 @@ impl human::Host for StrategyState {
             .ask(&self.plugin, question)
             .await
             .map_err(|e| e.into_wit()))
+    }
+}
+
+impl plan::Host for StrategyState {
+    async fn current(&mut self) -> wasmtime::Result<Option<plan::Plan>> {
+        Ok(self.plan.current().map(plan_to_wit))
+    }
+
+    async fn publish(&mut self, plan: plan::Plan) -> wasmtime::Result<Result<(), wit::Error>> {
+        // Not counted against `max_host_calls_per_step`: that budget is for
+        // calls that wait (and so pause the step clock); a publish does not
+        // wait, its time counts as the strategy's, and each change it keeps
+        // is charged to `max_run_bytes` by the run.
+        Ok(
+            publish_checked(self.plan.as_ref(), &self.plugin, plan_from_wit(plan))
+                .map_err(|e| e.into_wit()),
+        )
     }
 }
 

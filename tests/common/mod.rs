@@ -59,6 +59,7 @@ pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
 pub const ALL_TEST_PLUGINS: &[&str] = &[
     "toolcall",
     "react",
+    "planning",
     "terminate",
     "echo",
     "misbehave",
@@ -71,6 +72,7 @@ pub const ALL_TEST_PLUGINS: &[&str] = &[
     "legacy_tool",
     "legacy_v0_2_tool",
     "legacy_v0_2_1_tool",
+    "legacy_v0_2_2_strategy",
 ];
 
 pub struct Harness {

@@ -4,7 +4,8 @@
 //! sets per agent.
 
 use agentd_strategy_sdk::{
-    Defaults, Error, Guest, Message, Metadata, agent, export_strategy, human,
+    Defaults, Error, Guest, Message, Metadata, Plan, PlanStep, StepStatus, agent, export_strategy,
+    human, plan,
 };
 
 struct Misbehave;
@@ -127,6 +128,9 @@ impl Guest for Misbehave {
             // through the `ask_human` tool: the host's error is the step's.
             return human::ask(question.trim()).map(|answer| format!("the person said: {answer}"));
         }
+        if prompt.contains("plan-story") {
+            return plan_story(agent::config().current_step);
+        }
         if prompt.contains("print") {
             println!("hello from stdout");
             eprintln!("hello from stderr");
@@ -163,6 +167,78 @@ fn chat_loop() -> Result<String, Error> {
     loop {
         // Refusals are ignored on purpose, as above.
         let _ = core::hint::black_box(agent::chat(&request));
+    }
+}
+
+/// The plan's story, one move per step (contract 0.2.3), for the host's
+/// tests: step 1 publishes a two-step plan; step 2 marks its first step
+/// completed with notes; step 3 publishes that same plan again (the host
+/// must record nothing); step 4 publishes 101 steps and returns the host's
+/// refusal; from step 5 on it returns what `plan::current()` says (a
+/// resumed run's is its predecessor's) and finishes.
+fn plan_story(step: u32) -> Result<String, Error> {
+    let step_of = |text: &str, status, notes: Option<&str>| PlanStep {
+        text: text.to_string(),
+        status,
+        notes: notes.map(str::to_string),
+    };
+    let greet = |first| Plan {
+        title: "Greet the user".to_string(),
+        steps: vec![
+            step_of(
+                "say hi",
+                first,
+                (first == StepStatus::Completed).then_some("said hi"),
+            ),
+            step_of("say bye", StepStatus::NotStarted, None),
+        ],
+    };
+    match step {
+        1 => {
+            plan::publish(&greet(StepStatus::NotStarted)).map(|()| "published a 2-step plan".into())
+        }
+        2 => {
+            plan::publish(&greet(StepStatus::Completed)).map(|()| "marked step 1 completed".into())
+        }
+        3 => plan::publish(&greet(StepStatus::Completed))
+            .map(|()| "published the same plan again".into()),
+        4 => {
+            let huge = Plan {
+                title: "Too long".to_string(),
+                steps: (1..=101)
+                    .map(|i| step_of(&format!("step {i}"), StepStatus::NotStarted, None))
+                    .collect(),
+            };
+            Ok(match plan::publish(&huge) {
+                Ok(()) => "the host took a 101-step plan".to_string(),
+                Err(e) => format!("refused: {}", e.message),
+            })
+        }
+        _ => {
+            agent::finish();
+            Ok(match plan::current() {
+                None => "current plan: none".to_string(),
+                Some(p) => {
+                    let steps: Vec<String> = p
+                        .steps
+                        .iter()
+                        .map(|s| {
+                            let status = match s.status {
+                                StepStatus::NotStarted => "not_started",
+                                StepStatus::InProgress => "in_progress",
+                                StepStatus::Completed => "completed",
+                                StepStatus::Blocked => "blocked",
+                            };
+                            match &s.notes {
+                                Some(n) => format!("{} ({status}: {n})", s.text),
+                                None => format!("{} ({status})", s.text),
+                            }
+                        })
+                        .collect();
+                    format!("current plan: {}: {}", p.title, steps.join(", "))
+                }
+            })
+        }
     }
 }
 

@@ -11,7 +11,6 @@
 
 use agentd_strategy_sdk::{Defaults, Error, Guest, Metadata, ToolChoice, export_strategy};
 
-mod host;
 mod json_repair;
 mod parse;
 mod prompt;
@@ -44,7 +43,7 @@ impl Guest for React {
     }
 
     fn step() -> Result<String, Error> {
-        step::step(host::Imports)
+        step::step(agentd_strategy_sdk::host::Imports)
     }
 }
 

@@ -12,10 +12,10 @@ use agentd_strategy_sdk::{
 };
 use serde_json::Value;
 
-use crate::host::Host;
 use crate::json_repair;
 use crate::parse::{self, Reply};
 use crate::prompt;
+use agentd_strategy_sdk::host::Host;
 
 /// The host's setting named in its refusal of calls past a step's limit.
 const CALL_LIMIT_KEY: &str = "max_tool_calls_per_step";

@@ -17,6 +17,43 @@ pub type File = (&'static str, &'static str);
 /// `wit/since_vX.Y.Z` folder, relative to it.
 pub const CONTRACTS: &[(&str, &[File])] = &[
     (
+        "0.2.3",
+        &[
+            (
+                "agentd.wit",
+                include_str!("../../../wit/since_v0.2.3/agentd.wit"),
+            ),
+            (
+                "deps/cli.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/cli.wit"),
+            ),
+            (
+                "deps/clocks.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/clocks.wit"),
+            ),
+            (
+                "deps/filesystem.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/filesystem.wit"),
+            ),
+            (
+                "deps/http.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/http.wit"),
+            ),
+            (
+                "deps/io.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/io.wit"),
+            ),
+            (
+                "deps/random.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/random.wit"),
+            ),
+            (
+                "deps/sockets.wit",
+                include_str!("../../../wit/since_v0.2.3/deps/sockets.wit"),
+            ),
+        ],
+    ),
+    (
         "0.2.2",
         &[
             (
@@ -150,6 +187,10 @@ pub const SDK_STRATEGY: &[File] = &[
     (
         "src/lib.rs",
         include_str!("../../../plugins/sdk/strategy/src/lib.rs"),
+    ),
+    (
+        "src/host.rs",
+        include_str!("../../../plugins/sdk/strategy/src/host.rs"),
     ),
 ];
 

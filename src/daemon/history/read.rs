@@ -16,6 +16,7 @@ use crate::api::{
 use crate::chat::Message;
 use crate::chat::Usage;
 use crate::daemon::paging::PageRequest;
+use crate::plan::Plan;
 use crate::sync::LockExt;
 
 /// Idle connections kept for reuse; more may be open at once when reads
@@ -67,7 +68,18 @@ pub struct ResumePoint {
     /// The stored messages below the checkpoint, with their indexes: a
     /// gap means some were dropped while the disk refused writes.
     pub messages: Vec<(u32, Message)>,
+    /// The run's plan at the checkpoint: its last `plan_changed` event of a
+    /// completed step (a plan published in a step that did not complete
+    /// belongs with that step's messages, which are not carried either).
+    pub plan: Option<Plan>,
 }
+
+/// How every stored `plan_changed` event begins: serde writes the tag
+/// first, so the plan events of a run are found without parsing the others.
+const PLAN_CHANGED_PREFIX: &str = r#"{"type":"plan_changed","#;
+
+/// How far up a chain of resumed runs a carried plan is looked for.
+const MAX_CHAIN: usize = 64;
 
 /// Opening a connection parses the schema; keeping a few idle ones makes a
 /// read cost only its query.
@@ -172,6 +184,7 @@ impl Reader<'_> {
             }
         }
         let taken = rows.len();
+        let plan = self.plan_at(id, u32::MAX)?;
         let messages = rows
             .into_iter()
             .map(|(idx, json)| {
@@ -181,6 +194,7 @@ impl Reader<'_> {
             .collect::<Result<_, _>>()?;
         Ok(Some(RunView {
             summary,
+            plan,
             messages,
             paging: page.paging(taken, total as usize),
         }))
@@ -209,6 +223,7 @@ impl Reader<'_> {
                 summary,
                 checkpoint: None,
                 messages: Vec::new(),
+                plan: None,
             }));
         };
         let checkpoint = Checkpoint {
@@ -234,11 +249,88 @@ impl Reader<'_> {
                     .map_err(|e| self.corrupt(format!("message {idx} of run {id}: {e}")))
             })
             .collect::<Result<_, _>>()?;
+        let plan = self.carried_plan(id, checkpoint.steps, &summary.resume)?;
         Ok(Some(ResumePoint {
             summary,
             checkpoint: Some(checkpoint),
             messages,
+            plan,
         }))
+    }
+
+    /// The plan a run resumed from `id` after `step` starts with: `id`'s
+    /// own, else (a resumed run that never started, so never recorded the
+    /// plan it carried) its predecessor's at the step it resumed after, up
+    /// the chain. Bounded, so a corrupt cycle of links cannot loop.
+    fn carried_plan(
+        &self,
+        id: &str,
+        step: u32,
+        links: &ResumeLinks,
+    ) -> Result<Option<Plan>, HistoryError> {
+        if let Some(plan) = self.plan_at(id, step)? {
+            return Ok(Some(plan));
+        }
+        let mut from = links.resumed_from.clone().zip(links.resumed_at_step);
+        for _ in 0..MAX_CHAIN {
+            let Some((prev, at)) = from else { break };
+            if let Some(plan) = self.plan_at(&prev, at)? {
+                return Ok(Some(plan));
+            }
+            from = self
+                .conn
+                .prepare_cached("SELECT resumed_from, resumed_at_step FROM runs WHERE id = ?1")
+                .and_then(|mut stmt| {
+                    stmt.query_row([&prev], |row| {
+                        Ok(row
+                            .get::<_, Option<String>>(0)?
+                            .zip(row.get::<_, Option<u32>>(1)?))
+                    })
+                    .optional()
+                })
+                .map_err(|e| self.sqlite(e))?
+                .flatten();
+        }
+        Ok(None)
+    }
+
+    /// The plan of the run's last `plan_changed` event of a step up to
+    /// `step` (`u32::MAX`: its latest), `None` when there is none. The
+    /// plan is kept in its events, not in the row: the row is rewritten at
+    /// every step and a plan may be 64 KiB, while a change's event is
+    /// written once. Newest first, stopping at the first that fits.
+    fn plan_at(&self, id: &str, step: u32) -> Result<Option<Plan>, HistoryError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, event FROM events WHERE run_id = ?1 AND substr(event, 1, ?2) = ?3 \
+                 ORDER BY seq DESC",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let mut rows = stmt
+            .query(params![
+                id,
+                PLAN_CHANGED_PREFIX.len() as i64,
+                PLAN_CHANGED_PREFIX
+            ])
+            .map_err(|e| sqlite(self.path, e))?;
+        while let Some(row) = rows.next().map_err(|e| sqlite(self.path, e))? {
+            let seq: i64 = row.get(0).map_err(|e| sqlite(self.path, e))?;
+            let json: String = row.get(1).map_err(|e| sqlite(self.path, e))?;
+            match serde_json::from_str::<RunEvent>(&json) {
+                Ok(RunEvent::PlanChanged { step: at, plan }) if at <= step => {
+                    return Ok(Some(plan))
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(HistoryError::Corrupt {
+                        path: self.path.to_path_buf(),
+                        detail: format!("event {seq} of run {id}: {e}"),
+                    })
+                }
+            }
+        }
+        Ok(None)
     }
 
     pub(super) fn list(

@@ -1350,3 +1350,80 @@ async fn a_checkpoint_bounds_the_resume_point_and_links_read_both_ways() {
     assert!(h.summary("again").await.unwrap().is_none());
     assert_eq!(h.write_errors(), 1);
 }
+
+/// A run's plan is read from its `plan_changed` events: the record gets
+/// the latest, the resume point the latest of a completed step (one
+/// published in a step cut short stays with that step), and a run that
+/// published none has `null`.
+#[tokio::test]
+async fn the_plan_is_the_last_plan_changed_and_the_resume_point_s_is_the_checkpoint_s() {
+    use crate::plan::{Plan, PlanStep, StepStatus};
+    let plan = |status| Plan {
+        title: "t".into(),
+        steps: vec![PlanStep {
+            text: "do it".into(),
+            status,
+            notes: None,
+        }],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Ended));
+    h.create_run(&summary("none", 2, RunState::Ended));
+    let changed = |seq, step, status| {
+        line(
+            seq,
+            RunEvent::PlanChanged {
+                step,
+                plan: plan(status),
+            },
+        )
+    };
+    h.append_event("r", &step_started(1));
+    h.append_event("r", &changed(2, 1, StepStatus::NotStarted));
+    h.append_event("r", &changed(3, 1, StepStatus::InProgress));
+    h.append_event("r", &step_started(4));
+    // Step 2's change: after the checkpoint (step 1).
+    h.append_event("r", &changed(5, 2, StepStatus::Completed));
+    h.append_message("r", 0, &Message::user("request of r"));
+    h.checkpoint(
+        "r",
+        crate::agent::Checkpoint {
+            steps: 1,
+            messages: 1,
+            stuck_warning: false,
+        },
+    );
+    h.append_event("none", &step_started(1));
+    // A run resuming `r` after step 1 that never started (it recorded no
+    // event): resuming it carries `r`'s plan at step 1 on.
+    let mut never = summary("never", 3, RunState::Ended);
+    never.resume.resumed_from = Some("r".into());
+    never.resume.resumed_at_step = Some(1);
+    h.create_run(&never);
+    h.append_message("never", 0, &Message::user("request of r"));
+    h.checkpoint(
+        "never",
+        crate::agent::Checkpoint {
+            steps: 1,
+            messages: 1,
+            stuck_warning: false,
+        },
+    );
+    h.flush().await.unwrap();
+
+    let view = h.get("r").await.unwrap().expect("kept");
+    assert_eq!(view.plan, Some(plan(StepStatus::Completed)));
+    let point = h.resume_point("r").await.unwrap().expect("kept");
+    assert_eq!(point.plan, Some(plan(StepStatus::InProgress)));
+    assert_eq!(h.get("none").await.unwrap().expect("kept").plan, None);
+    let point = h.resume_point("never").await.unwrap().expect("kept");
+    assert_eq!(point.plan, Some(plan(StepStatus::InProgress)));
+    assert_eq!(
+        h.resume_point("none").await.unwrap().expect("kept").plan,
+        None
+    );
+    // And it reads back as the wire's `"plan": null`.
+    let json = serde_json::to_value(h.get("none").await.unwrap().expect("kept")).unwrap();
+    assert_eq!(json.get("plan"), Some(&serde_json::Value::Null), "{json}");
+}

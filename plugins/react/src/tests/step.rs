@@ -8,9 +8,9 @@ use agentd_strategy_sdk::{
     Message, Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
 
-use crate::host::Host;
 use crate::prompt::INTRO;
 use crate::step::{CUT_NOTE, step};
+use agentd_strategy_sdk::host::Host;
 
 /// A host whose LLM answers from a script and whose tools answer from a
 /// table, recording everything the strategy does.

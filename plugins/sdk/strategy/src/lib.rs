@@ -13,14 +13,14 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "strategy",
-        path: "../../../wit/since_v0.2.2",
+        path: "../../../wit/since_v0.2.3",
         // Generated once, in agentd-plugin-types, so that both SDKs share
         // these types and the helpers on them.
         with: {
-            "agentd:plugin/types@0.2.2": agentd_plugin_types::types,
-            "agentd:plugin/logging@0.2.2": agentd_plugin_types::logging,
-            "agentd:plugin/config@0.2.2": agentd_plugin_types::config,
-            "agentd:plugin/human@0.2.2": agentd_plugin_types::human,
+            "agentd:plugin/types@0.2.3": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.3": agentd_plugin_types::logging,
+            "agentd:plugin/config@0.2.3": agentd_plugin_types::config,
+            "agentd:plugin/human@0.2.3": agentd_plugin_types::human,
         },
         // Lets plugin code and tests compare this world's records
         // (requests, responses, configs), as they can messages and errors.
@@ -31,6 +31,10 @@ pub mod bindings {
     });
 }
 
+/// The host as a trait (`Host`) and its real implementation (`Imports`),
+/// so a strategy's step can be tested natively and wrapped.
+pub mod host;
+
 pub use agentd_plugin_types::{
     CONTRACT, Error, ErrorCode, Message, Metadata, Role, ToolCall, ToolChoice, ToolSpec, Usage,
     config, human, log,
@@ -38,6 +42,10 @@ pub use agentd_plugin_types::{
 pub use bindings::agentd::plugin::agent::{
     self, AgentConfig, ChatError, ChatRequest, ChatResponse, FinishReason,
 };
+/// The run's plan (contract 0.2.3): `plan::current()` and
+/// `plan::publish(&plan)`; the host records each change as a `plan_changed`
+/// event and keeps the latest in the run record.
+pub use bindings::agentd::plugin::plan::{self, Plan, PlanStep, StepStatus};
 /// `export_strategy!(MyStrategy)` makes `MyStrategy` (which implements
 /// [`Guest`]) the component's `strategy-api` export. Use it exactly once.
 pub use bindings::export_strategy;
