@@ -369,3 +369,37 @@ async fn run_local_json_prints_the_daemons_record_with_the_whole_transcript() {
     }
     assert_eq!(local, daemon);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_local_prints_each_plan_change_and_its_json_record_has_the_plan() {
+    let e = env(
+        "[agents.planner]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"plan-story\"\nmax_steps = 5\n",
+    )
+    .await;
+    let out = agentd_async(vec![
+        "run".into(),
+        "--local".into(),
+        "--json".into(),
+        "--config".into(),
+        e.config.display().to_string(),
+        "planner".into(),
+        "greet me".into(),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("step 2/5\n  plan:\n    Greet the user\n      [x] say hi — said hi\n      [ ] say bye\n"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("  plan:\n").count(), 2, "{stderr}");
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON record");
+    assert_eq!(
+        record["plan"],
+        serde_json::json!({"title": "Greet the user", "steps": [
+            {"text": "say hi", "status": "completed", "notes": "said hi"},
+            {"text": "say bye", "status": "not_started", "notes": null},
+        ]}),
+        "{record}"
+    );
+}

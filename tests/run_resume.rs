@@ -37,11 +37,26 @@ fn resume(d: &Daemon, id: &str, body: &str) -> (u16, Value) {
     d.post(&format!("/v1/runs/{id}/resume"), body)
 }
 
-/// Resumes `id` and returns the new run's id.
+/// Resumes `id` and returns the new run's id. A run `wait_run` saw end may
+/// still be in memory for a moment while its end is flushed, and is
+/// refused as `run_live` "(it is ended)" meanwhile (a loaded machine makes
+/// that moment longer): that refusal is retried for a few seconds.
 fn resumed(d: &Daemon, id: &str, body: &str) -> String {
-    let (status, v) = resume(d, id, body);
-    assert_eq!(status, 201, "{v}");
-    v["id"].as_str().expect("new run id").to_string()
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, v) = resume(d, id, body);
+        let flushing = status == 409
+            && v["error"]["code"] == "run_live"
+            && v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("(it is ended)"));
+        if flushing && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        assert_eq!(status, 201, "{v}");
+        return v["id"].as_str().expect("new run id").to_string();
+    }
 }
 
 fn steps_started(d: &Daemon, id: &str) -> Vec<u64> {
@@ -513,6 +528,52 @@ async fn the_plan_is_in_the_events_the_record_and_show_across_a_restart_and_a_re
         assert_eq!(
             (&changes[0]["step"], &changes[0]["plan"]),
             (&4.into(), &last)
+        );
+    });
+}
+
+/// A resumed run cancelled while it waited for a slot never ran, yet its
+/// record has the plan it carried, and a resume of it carries it on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_run_cancelled_in_the_queue_keeps_the_plan_it_carried() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "hold the slot",
+        [Reply::Delayed(
+            Duration::from_secs(60),
+            Box::new(Reply::terminate()),
+        )],
+    );
+    let extra = format!("max_concurrent_runs = 1\n{PLAN_AGENT}{AGENTS}");
+    let d = tokio::task::block_in_place(|| Daemon::start(&llm, &extra));
+    tokio::task::block_in_place(|| {
+        let first = d.create_run("planner", "greet me");
+        assert_eq!(d.wait_run(&first, WAIT)["outcome"], "max_steps");
+        let last = d.get(&format!("/v1/runs/{first}")).1["plan"].clone();
+        assert!(last.is_object(), "{last}");
+        let blocker = d.create_run("echoer", "hold the slot");
+        d.wait_for_event(&blocker, "step_started");
+        let queued = resumed(&d, &first, "");
+        let (_, v) = d.get(&format!("/v1/runs/{queued}"));
+        assert_eq!(v["state"], "queued", "{v}");
+        assert_eq!(v["plan"], last, "a queued resumed run shows its plan: {v}");
+        let (status, _) = d.post(&format!("/v1/runs/{queued}/cancel"), "");
+        assert_eq!(status, 202);
+        let record = d.wait_run(&queued, WAIT);
+        assert_eq!(record["outcome"], "cancelled", "{record}");
+        assert_eq!(record["plan"], last, "{record}");
+        let changes = plan_changes(&d.events(&queued));
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0]["step"], 4);
+        let (status, _) = d.post(&format!("/v1/runs/{blocker}/cancel"), "");
+        assert_eq!(status, 202);
+        d.wait_run(&blocker, WAIT);
+        // And on: resumed again, step 5 reads the plan back.
+        let again = resumed(&d, &queued, "");
+        let record = d.wait_run(&again, WAIT);
+        assert_eq!(
+            record["result"],
+            "Step 5: current plan: Greet the user: say hi (completed: said hi), say bye (not_started)"
         );
     });
 }
