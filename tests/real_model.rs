@@ -1,8 +1,9 @@
 //! The `react` strategy against a real small model behind a real server:
 //! SmolLM2-135M-Instruct served by llama-cpp-python without function
 //! calling. `scripts/real-model-check.sh` installs and starts the server,
-//! then runs this test with `--ignored`; it is not part of `scripts/test.sh`
-//! (building llama.cpp takes longer than the rest of CI can spare).
+//! then runs this test with `--ignored`: it needs that server, so
+//! `scripts/test.sh` leaves it out, and `.ci/run` runs the script after
+//! the suite (building llama.cpp in the background meanwhile).
 //!
 //! What is checked is that agentd copes with whatever a tiny model writes:
 //! every reply is handled (an action that ran, a final answer, or react's

@@ -241,3 +241,45 @@ async fn a_change_over_the_run_s_byte_budget_is_neither_kept_nor_told() {
     assert!(changes(&seen).is_empty(), "{seen:?}");
     assert_eq!(record.plan, None);
 }
+
+#[tokio::test]
+async fn a_resumed_run_refused_at_its_start_still_records_the_plan_it_carried() {
+    let h = Harness::new().await;
+    // `approve` names a tool the run does not have: the run is refused
+    // before its first step, after it took over its predecessor's story.
+    let config = AgentConfig {
+        approve: agentd::agent::Approve::Tools(vec!["bash".into()]),
+        ..plan_story(5)
+    };
+    let (events, seen) = recording();
+    let record = h
+        .agent(config)
+        .run(
+            "greet me",
+            RunOptions {
+                events,
+                prior: Some(Prior {
+                    messages: vec![Message::user("greet me"), Message::assistant("hi")],
+                    steps: 4,
+                    stuck_warning: false,
+                    more_steps: Some(1),
+                    plan: Some(greet(true)),
+                }),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .expect("run");
+    assert_eq!(record.outcome, Outcome::Error, "{record:?}");
+    assert!(
+        record.error.as_deref().is_some_and(|e| e.contains("bash")),
+        "{record:?}"
+    );
+    assert_eq!(record.plan, Some(greet(true)), "the plan it carried");
+    assert_eq!(changes(&seen.lock().expect("lock")), [(4, greet(true))]);
+    assert_eq!(
+        record.messages.len(),
+        2,
+        "the transcript it carried: {record:?}"
+    );
+}

@@ -362,15 +362,16 @@ impl Agent {
             strategy: strategy.meta.name.clone(),
             strategy_version: strategy.meta.version.clone(),
         });
-        if let Err(e) = self.check_approve(&ctx.tool_specs_names()) {
-            let _ = ctx.pin_request(request);
-            return builder.ended(Outcome::Error, Some(e));
-        }
+        // The request (or the resumed transcript, with its plan) first, so
+        // that a run refused below still records what it carried.
         let started = match &opts.prior {
             Some(prior) => ctx.restore(prior),
             None => ctx.pin_request(request).map_err(|e| e.to_string()),
         };
         if let Err(e) = started {
+            return builder.ended(Outcome::Error, Some(e));
+        }
+        if let Err(e) = self.check_approve(&ctx.tool_specs_names()) {
             return builder.ended(Outcome::Error, Some(e));
         }
         info!(max_steps, strategy = %strategy.meta.name, version = %strategy.meta.version,

@@ -100,7 +100,7 @@ pub struct RunArgs {
     /// Print the run's id and leave it running in the daemon.
     #[arg(long, conflicts_with = "local")]
     pub detach: bool,
-    /// The agent to run (`toolcall`, `manus`, `react`, or one from the configuration).
+    /// The agent to run (`toolcall`, `manus`, `react`, `planner`, or one from the configuration).
     pub agent: String,
     /// The request for the agent.
     pub request: String,

@@ -21,6 +21,7 @@
 //!   not known.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -36,7 +37,7 @@ use super::run_api::{self, StartError};
 use super::runs::Resume;
 use super::state::Daemon;
 use crate::agent::{Outcome, Prior};
-use crate::api::{ResumeLinks, ResumeRun, RunView};
+use crate::api::{ResumeLinks, ResumeRun, RunState, RunView};
 use crate::chat::{Message, Role};
 
 /// Why a run was not resumed.
@@ -44,7 +45,7 @@ use crate::chat::{Message, Role};
 pub enum ResumeError {
     #[error("no run `{0}`")]
     NotFound(String),
-    #[error("run `{id}` has not ended (it is {state}); only an ended run can be resumed")]
+    #[error("run `{id}` cannot be resumed yet (it is {state}); only an ended run can be resumed")]
     Live { id: String, state: String },
     #[error("run `{id}` cannot be resumed: {reason}")]
     NotResumable { id: String, reason: String },
@@ -62,6 +63,37 @@ pub enum ResumeError {
     History(#[from] HistoryError),
 }
 
+/// How long a resume waits for a run that has ended but is still being
+/// written to history (its end is flushed before it leaves memory): a
+/// client resuming as soon as it saw `run_ended` is served, not refused.
+const ENDING_WAIT: Duration = Duration::from_secs(10);
+
+/// Refuses a run that is queued, running or waiting. A run that has just
+/// ended is waited for (up to [`ENDING_WAIT`]) until its end is on disk,
+/// since the resume point is read from there; past that (a full disk
+/// holding the flush) it is refused, saying so.
+async fn live(d: &Daemon, id: &str) -> Result<(), ResumeError> {
+    let deadline = tokio::time::Instant::now() + ENDING_WAIT;
+    loop {
+        let Some(run) = d.runs.get(id) else {
+            return Ok(());
+        };
+        let state = run.state();
+        if state == RunState::Ended && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        return Err(ResumeError::Live {
+            id: id.to_string(),
+            state: if state == RunState::Ended {
+                "ended, but its end is still being written to history".to_string()
+            } else {
+                state.as_str().to_string()
+            },
+        });
+    }
+}
+
 /// Resumes the ended run `id` for the client `uid` with `steps` more steps
 /// (default: what is left of the agent's step limit, at least 1); answers
 /// once the new run, with its copy of the old transcript, is on disk.
@@ -77,16 +109,7 @@ pub async fn resume_run(
     if !d.runs.accepting() {
         return Err(StartError::ShuttingDown.into());
     }
-    let live = |d: &Daemon| -> Result<(), ResumeError> {
-        match d.runs.get(id) {
-            Some(run) => Err(ResumeError::Live {
-                id: id.to_string(),
-                state: run.state().as_str().to_string(),
-            }),
-            None => Ok(()),
-        }
-    };
-    live(d)?;
+    live(d, id).await?;
     let new_id = uuid::Uuid::new_v4().simple().to_string();
     // Held until the new run is committed: from then on the history says
     // `resumed_by`, which the next resume of this run reads.
@@ -102,8 +125,8 @@ pub async fn resume_run(
         .resume_point(id)
         .await?
         .ok_or_else(|| ResumeError::NotFound(id.to_string()))?;
-    // Ended but not yet out of memory (its end is being flushed).
-    live(d)?;
+    // Ended while its resume point was read.
+    live(d, id).await?;
     let summary = point.summary;
     let not_resumable = |reason: String| ResumeError::NotResumable {
         id: id.to_string(),

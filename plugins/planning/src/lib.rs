@@ -20,6 +20,7 @@
 //! The prompts are OpenManus's (`app/flow/planning.py`), quoted.
 
 use agentd_strategy_sdk::host::{Host, Imports};
+use agentd_strategy_sdk::rules;
 use agentd_strategy_sdk::{
     AgentConfig, ChatError, ChatRequest, ChatResponse, Defaults, Error, ErrorCode, Guest, Message,
     Metadata, Plan, Role, StepStatus, ToolCall, ToolChoice, ToolSpec, export_strategy,
@@ -137,7 +138,7 @@ fn create_plan<H: Host + Plans>(mut host: H) -> Result<String, Error> {
     };
     let response = match host.chat(&chat) {
         Ok(response) => response,
-        Err(ChatError::TokenLimit(message)) => return token_limit(&mut host, &message),
+        Err(ChatError::TokenLimit(message)) => return rules::token_limit(&mut host, &message),
         Err(ChatError::Failed(error)) => return Err(error),
     };
     let content = response.message.content.filter(|text| !text.is_empty());
@@ -244,16 +245,6 @@ fn default_title(request: &str) -> String {
     format!("Plan for: {head}{more}")
 }
 
-/// As `toolcall` answers the token budget: said in memory, then the run
-/// finishes.
-fn token_limit<H: Host>(host: &mut H, message: &str) -> Result<String, Error> {
-    host.error(&format!("🚨 Token limit error: {message}"));
-    let text = format!("Maximum token limit reached, cannot continue execution: {message}");
-    host.add_message(Message::assistant(text.clone()))?;
-    host.finish();
-    Ok(text)
-}
-
 fn is_done(status: StepStatus) -> bool {
     matches!(status, StepStatus::Completed | StepStatus::Blocked)
 }
@@ -315,8 +306,12 @@ fn complete<H: Host + Plans>(host: &mut H, index: usize, report: &str) -> Result
     step.status = StepStatus::Completed;
     step.notes = Some(shorten(report));
     if let Err(error) = host.publish_plan(&plan) {
-        // The notes pushed the plan past the host's size limit: the
-        // progress matters more than the notes.
+        // A refused plan (`invalid-input`: the notes pushed it past the
+        // host's size limit): the progress matters more than the notes.
+        // Any other failure (the run's byte budget spent) is the step's.
+        if error.code != ErrorCode::InvalidInput {
+            return Err(error);
+        }
         host.warn(&format!(
             "the plan with step {index}'s notes was refused ({}); publishing it without them",
             error.message
@@ -334,7 +329,7 @@ fn complete<H: Host + Plans>(host: &mut H, index: usize, report: &str) -> Result
 fn shorten(text: &str) -> String {
     let text = text.trim();
     let mut short = text.to_string();
-    toolcall_core::truncate_chars(&mut short, NOTES_CHARS);
+    rules::truncate_chars(&mut short, NOTES_CHARS);
     if short.len() < text.len() {
         short.push('…');
     }

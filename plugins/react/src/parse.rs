@@ -22,6 +22,8 @@
 //! it returned. Anything else is [`Reply::Unparsed`], with a reason the
 //! model is told.
 
+use std::ops::Range;
+
 use serde_json::{Map, Value};
 
 use crate::json_repair;
@@ -79,6 +81,7 @@ impl Line {
 /// Reads `text`, a whole reply.
 pub fn parse(text: &str) -> Reply {
     let (body, had_thinking) = without_thinking(text);
+    let body = &text[body];
     if body.trim().is_empty() {
         let why = if had_thinking {
             "it has only thinking (in <think> tags), with neither an `Action:` nor a `Final Answer:` after it"
@@ -104,7 +107,8 @@ pub fn parse(text: &str) -> Reply {
 /// next request nor the transcript holds a result no tool produced.
 pub fn kept(text: &str) -> &str {
     let (body, _) = without_thinking(text);
-    let offset = text.len() - body.len();
+    let offset = body.start;
+    let body = &text[body];
     let lines = lines(body);
     let action = lines.iter().position(|line| line.is(Label::Action));
     let final_at = lines.iter().position(|line| line.is(Label::FinalAnswer));
@@ -140,16 +144,17 @@ fn unparsed(why: &str) -> Reply {
     }
 }
 
-/// The reply without reasoning models' `<think>...</think>` (which may
-/// itself mention actions), and whether there was any.
-fn without_thinking(text: &str) -> (&str, bool) {
+/// Where the reply is without reasoning models' `<think>...</think>`
+/// (which may itself mention actions), and whether there was any: a range
+/// of `text`, so offsets found in the body are offsets in `text` too.
+fn without_thinking(text: &str) -> (Range<usize>, bool) {
     if let Some(end) = text.rfind("</think>") {
-        return (&text[end + "</think>".len()..], true);
+        return (end + "</think>".len()..text.len(), true);
     }
     match text.find("<think>") {
         // Never closed: everything after it is thinking.
-        Some(start) => (&text[..start], true),
-        None => (text, false),
+        Some(start) => (0..start, true),
+        None => (0..text.len(), false),
     }
 }
 

@@ -7,6 +7,8 @@
 //! text, and it alternates (when the agent sets no next-step prompt, as
 //! this strategy's defaults do not), which the strictest templates demand.
 
+use agentd_strategy_sdk::host::Host;
+use agentd_strategy_sdk::rules::{self, CUT_NOTE};
 use agentd_strategy_sdk::{
     ChatError, ChatRequest, Error, ErrorCode, FinishReason, Message, ToolCall, ToolChoice, ToolSpec,
 };
@@ -15,13 +17,6 @@ use serde_json::Value;
 use crate::json_repair;
 use crate::parse::{self, Reply};
 use crate::prompt;
-use agentd_strategy_sdk::host::Host;
-
-/// The host's setting named in its refusal of calls past a step's limit.
-const CALL_LIMIT_KEY: &str = "max_tool_calls_per_step";
-
-/// Appended to the result of a step whose reply hit `max_tokens`.
-pub const CUT_NOTE: &str = "(The model's answer was cut: it hit the max_tokens limit.)";
 
 pub fn step<H: Host>(mut host: H) -> Result<String, Error> {
     let config = host.config();
@@ -45,13 +40,7 @@ pub fn step<H: Host>(mut host: H) -> Result<String, Error> {
     };
     let response = match host.chat(&request) {
         Ok(response) => response,
-        Err(ChatError::TokenLimit(message)) => {
-            host.error(&format!("🚨 Token limit error: {message}"));
-            let text = format!("Maximum token limit reached, cannot continue execution: {message}");
-            host.add_message(Message::assistant(text.clone()))?;
-            host.finish();
-            return Ok(text);
-        }
+        Err(ChatError::TokenLimit(message)) => return rules::token_limit(&mut host, &message),
         Err(ChatError::Failed(error)) => return Err(error),
     };
 
@@ -163,35 +152,34 @@ fn act<H: Host>(
         "🔧 Activating tool: '{name}' with {}",
         call.arguments
     ));
-    match host.invoke_tool(&call) {
-        Ok(mut result) => {
-            if is_special(config, &name) {
+    let mut text = match host.invoke_tool(&call) {
+        Ok(result) => {
+            if rules::is_special(config, &name) {
                 host.info(&format!("🏁 Special tool '{name}' has completed the task!"));
                 host.finish();
             }
-            // As in OpenManus (`if self.max_observe:`), 0 means no limit.
-            if let Some(limit) = config.max_observe.filter(|&limit| limit > 0) {
-                truncate_chars(&mut result, limit as usize);
+            if result.is_empty() {
+                return Ok(format!("Observation: (`{name}` returned no output)"));
             }
-            Ok(if result.is_empty() {
-                format!("Observation: (`{name}` returned no output)")
-            } else {
-                format!("Observation: {result}")
-            })
+            result
         }
-        Err(error) if error.code == ErrorCode::Cancelled => Err(error),
-        Err(error) if error.message.contains(CALL_LIMIT_KEY) => {
+        Err(error) if error.code == ErrorCode::Cancelled => return Err(error),
+        Err(error) if rules::is_call_limit(&error) => {
             host.warn(&error.message);
-            Ok(format!("Observation: Error: {}", error.message))
+            format!("Error: {}", error.message)
         }
         Err(error) => {
             host.error(&format!(
                 "⚠️ Tool '{name}' encountered a problem: {}",
                 error.message
             ));
-            Ok(format!("Observation: Error: {}", error.message))
+            format!("Error: {}", error.message)
         }
-    }
+    };
+    // Whichever way the call went: a tool's error as long as a result
+    // would cost as much in every later request.
+    rules::cut_observation(config, &mut text);
+    Ok(format!("Observation: {text}"))
 }
 
 /// The tool the model named, read leniently: case, Markdown and quotes
@@ -300,21 +288,5 @@ fn sole_string_parameter(schema: &str) -> Option<String> {
         None => Some(name),
         Some(Value::String(kind)) if kind == "string" => Some(name),
         _ => None,
-    }
-}
-
-fn is_special(config: &agentd_strategy_sdk::AgentConfig, name: &str) -> bool {
-    let name = name.to_lowercase();
-    config
-        .special_tools
-        .iter()
-        .any(|special| special.to_lowercase() == name)
-}
-
-/// Cuts to `max` characters, as Python's `result[:max]` does; cutting bytes
-/// could split a UTF-8 sequence.
-fn truncate_chars(text: &mut String, max: usize) {
-    if let Some((index, _)) = text.char_indices().nth(max) {
-        text.truncate(index);
     }
 }

@@ -468,6 +468,21 @@ fn an_invented_observation_ends_the_action_and_is_cut() {
 }
 
 #[test]
+fn an_invented_observation_before_an_unclosed_think_is_cut_where_it_stands() {
+    // The reply is what comes before the unclosed `<think>`; the cut is at
+    // the invented observation, found in that part, not shifted by the
+    // thinking's length (which could land inside a multi-byte character).
+    let text =
+        "Action: bash\nAction Input: {\"command\": \"ls\"}\nObservation: ééééé\n<think>abcdefg";
+    assert_eq!(
+        kept(text),
+        "Action: bash\nAction Input: {\"command\": \"ls\"}"
+    );
+    let text = "Action: bash\nObservation: ééééé\n<think>abcdefg";
+    assert_eq!(kept(text), "Action: bash");
+}
+
+#[test]
 fn actions_after_an_invented_observation_are_not_counted() {
     let text = "Action: echo\nAction Input: {\"text\": \"a\"}\nObservation: a\nAction: echo\nAction Input: {\"text\": \"b\"}";
     assert_eq!(action(text), one("echo", json!({"text": "a"})));

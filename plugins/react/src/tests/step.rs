@@ -9,8 +9,9 @@ use agentd_strategy_sdk::{
 };
 
 use crate::prompt::INTRO;
-use crate::step::{CUT_NOTE, step};
+use crate::step::step;
 use agentd_strategy_sdk::host::Host;
+use agentd_strategy_sdk::rules::CUT_NOTE;
 
 /// A host whose LLM answers from a script and whose tools answer from a
 /// table, recording everything the strategy does.

@@ -35,6 +35,11 @@ pub mod bindings {
 /// so a strategy's step can be tested natively and wrapped.
 pub mod host;
 
+/// What the bundled strategies agree on when they tell the model about the
+/// host's answers: special tools, `max_observe`, the call limit, a spent
+/// token budget, a cut answer.
+pub mod rules;
+
 pub use agentd_plugin_types::{
     CONTRACT, Error, ErrorCode, Message, Metadata, Role, ToolCall, ToolChoice, ToolSpec, Usage,
     config, human, log,

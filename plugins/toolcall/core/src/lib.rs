@@ -8,6 +8,7 @@
 //! rely on them. Departures from OpenManus are marked where they happen.
 
 use agentd_strategy_sdk::host::Host;
+use agentd_strategy_sdk::rules::{self, CALL_LIMIT_KEY, CUT_NOTE};
 use agentd_strategy_sdk::{
     AgentConfig, ChatError, ChatRequest, Error, ErrorCode, FinishReason, Message, ToolCall,
     ToolChoice, ToolSpec,
@@ -31,12 +32,6 @@ pub fn step<H: Host>(host: H) -> Result<String, Error> {
         result
     })
 }
-
-/// The host's setting named in its refusal of calls past a step's limit.
-const CALL_LIMIT_KEY: &str = "max_tool_calls_per_step";
-
-/// Appended to the result of a step whose answer hit `max_tokens`.
-pub const CUT_NOTE: &str = "(The model's answer was cut: it hit the max_tokens limit.)";
 
 /// What one step needs to carry from think to act. Nothing outlives a step:
 /// the host owns memory, and each step starts from it afresh.
@@ -88,11 +83,7 @@ impl<H: Host> Step<H> {
         let response = match response {
             Ok(response) => response,
             Err(ChatError::TokenLimit(message)) => {
-                self.host.error(&format!("🚨 Token limit error: {message}"));
-                self.host.add_message(Message::assistant(format!(
-                    "Maximum token limit reached, cannot continue execution: {message}"
-                )))?;
-                self.host.finish();
+                rules::token_limit(&mut self.host, &message)?;
                 return Ok(false);
             }
             Err(ChatError::Failed(error)) => return Err(error),
@@ -172,10 +163,7 @@ impl<H: Host> Step<H> {
                 Some(observation) => observation.clone(),
                 None => self.execute_tool(call)?,
             };
-            // As in OpenManus (`if self.max_observe:`), 0 means no limit.
-            if let Some(limit) = self.config.max_observe.filter(|&limit| limit > 0) {
-                truncate_chars(&mut result, limit as usize);
-            }
+            rules::cut_observation(&self.config, &mut result);
             self.host.info(&format!(
                 "🎯 Tool '{}' completed its mission! Result: {result}",
                 call.name
@@ -239,10 +227,7 @@ impl<H: Host> Step<H> {
                 })
             }
             Err(error) if error.code == ErrorCode::Cancelled => Err(error),
-            Err(error)
-                if error.code == ErrorCode::InvalidInput
-                    && error.message.contains(CALL_LIMIT_KEY) =>
-            {
+            Err(error) if rules::is_call_limit(&error) => {
                 self.host.warn(&error.message);
                 self.over_call_limit = Some(format!(
                     "Error: not run: this step asked for more tool calls than {CALL_LIMIT_KEY} allows. Ask for fewer calls at once."
@@ -258,13 +243,7 @@ impl<H: Host> Step<H> {
     }
 
     fn handle_special_tool(&mut self, name: &str) {
-        let name_lower = name.to_lowercase();
-        let special = self
-            .config
-            .special_tools
-            .iter()
-            .any(|special| special.to_lowercase() == name_lower);
-        if special {
+        if rules::is_special(&self.config, name) {
             self.host
                 .info(&format!("🏁 Special tool '{name}' has completed the task!"));
             self.host.finish();
@@ -275,14 +254,6 @@ impl<H: Host> Step<H> {
 /// OpenManus tests prompts for truthiness, so an empty prompt is no prompt.
 fn non_empty(text: &Option<String>) -> Option<&str> {
     text.as_deref().filter(|text| !text.is_empty())
-}
-
-/// Cuts to `max` characters, as Python's `result[:max]` does; cutting bytes
-/// could split a UTF-8 sequence.
-pub fn truncate_chars(text: &mut String, max: usize) {
-    if let Some((index, _)) = text.char_indices().nth(max) {
-        text.truncate(index);
-    }
 }
 
 #[cfg(test)]
@@ -640,25 +611,6 @@ mod tests {
     fn a_reply_with_nothing_in_it_ends_thinking() {
         let mut host = FakeHost::new(ToolChoice::Auto).reply(None, &[]);
         assert_eq!(step(&mut host), Ok(NO_ACTION.to_string()));
-    }
-
-    #[test]
-    fn truncation_counts_characters_not_bytes() {
-        let mut text = "héllo wörld".to_string();
-        truncate_chars(&mut text, 2);
-        assert_eq!(text, "hé");
-        let mut text = "⚠️ x".to_string();
-        truncate_chars(&mut text, 1);
-        assert_eq!(text, "⚠");
-    }
-
-    #[test]
-    fn truncation_leaves_short_text_alone() {
-        let mut text = "abc".to_string();
-        truncate_chars(&mut text, 3);
-        assert_eq!(text, "abc");
-        truncate_chars(&mut text, 10);
-        assert_eq!(text, "abc");
     }
 
     #[test]
