@@ -35,6 +35,10 @@ pub mod bindings {
 /// so a strategy's step can be tested natively and wrapped.
 pub mod host;
 
+/// A scripted host for native tests of a strategy's step: replies from a
+/// script, tool results from a table, everything the step did recorded.
+pub mod testing;
+
 pub use agentd_plugin_types::{
     CONTRACT, Error, ErrorCode, Message, Metadata, Role, ToolCall, ToolChoice, ToolSpec, Usage,
     config, human, log,
