@@ -1,104 +1,38 @@
 use super::*;
-use agentd_strategy_sdk::{PlanStep, Usage};
-use std::collections::{HashMap, VecDeque};
+use agentd_strategy_sdk::PlanStep;
+use agentd_strategy_sdk::testing::ScriptedHost;
 
-/// A host whose LLM answers from a script, whose tools answer from a table
-/// and which keeps the plan as agentd does (refusing what it refuses),
-/// recording everything the strategy does.
-struct FakeHost {
-    config: AgentConfig,
-    memory: Vec<Message>,
-    replies: VecDeque<Result<Message, ChatError>>,
-    requests: Vec<ChatRequest>,
-    tools: Vec<ToolSpec>,
-    results: HashMap<String, Result<String, Error>>,
-    invoked: Vec<ToolCall>,
-    finished: bool,
-    logs: Vec<String>,
-    plan: Option<Plan>,
-    /// Every plan published, in order.
-    published: Vec<Plan>,
+/// The SDK's scripted host as the planner agent: `planner`, 30 steps.
+fn fake_host() -> ScriptedHost {
+    let mut host = ScriptedHost::new();
+    host.config.name = "planner".to_string();
+    host.config.max_steps = 30;
+    host
 }
 
-impl FakeHost {
-    fn new() -> Self {
-        FakeHost {
-            config: AgentConfig {
-                name: "planner".to_string(),
-                system_prompt: Some("be brief".to_string()),
-                next_step_prompt: None,
-                current_step: 1,
-                max_steps: 30,
-                max_observe: None,
-                tool_choice: ToolChoice::Auto,
-                special_tools: vec!["terminate".to_string()],
-            },
-            memory: vec![Message::user("hello")],
-            replies: VecDeque::new(),
-            requests: Vec::new(),
-            tools: ["echo", "terminate"]
-                .iter()
-                .map(|name| ToolSpec::new(*name, "", "{}"))
-                .collect(),
-            results: HashMap::new(),
-            invoked: Vec::new(),
-            finished: false,
-            logs: Vec::new(),
-            plan: None,
-            published: Vec::new(),
-        }
-    }
-
-    /// A host whose run already has this plan.
-    fn with_plan(steps: &[(&str, StepStatus)]) -> Self {
-        let mut host = Self::new();
-        host.plan = Some(Plan {
-            title: "Greet".to_string(),
-            steps: steps
-                .iter()
-                .map(|(text, status)| PlanStep {
-                    text: text.to_string(),
-                    status: *status,
-                    notes: None,
-                })
-                .collect(),
-        });
-        host
-    }
-
-    fn reply(mut self, content: Option<&str>, calls: &[(&str, &str)]) -> Self {
-        let calls = calls
+/// A host whose run already has this plan.
+fn fake_host_with_plan(steps: &[(&str, StepStatus)]) -> ScriptedHost {
+    let mut host = fake_host();
+    host.plan = Some(Plan {
+        title: "Greet".to_string(),
+        steps: steps
             .iter()
-            .enumerate()
-            .map(|(i, (name, arguments))| call(&format!("call_{i}"), name, arguments))
-            .collect();
-        self.replies.push_back(Ok(Message::assistant_with_tools(
-            content.map(str::to_string),
-            calls,
-        )));
-        self
-    }
+            .map(|(text, status)| PlanStep {
+                text: text.to_string(),
+                status: *status,
+                notes: None,
+            })
+            .collect(),
+    });
+    host
+}
 
-    fn text(self, content: &str) -> Self {
-        self.reply(Some(content), &[])
-    }
+trait PlanOf {
+    fn plan(&self) -> &Plan;
+    fn statuses(&self) -> Vec<StepStatus>;
+}
 
-    fn fail(mut self, error: ChatError) -> Self {
-        self.replies.push_back(Err(error));
-        self
-    }
-
-    fn result(mut self, tool: &str, result: &str) -> Self {
-        self.results
-            .insert(tool.to_string(), Ok(result.to_string()));
-        self
-    }
-
-    /// The messages the step added to memory.
-    fn added(&self) -> &[Message] {
-        &self.memory[1..]
-    }
-
+impl PlanOf for ScriptedHost {
     fn plan(&self) -> &Plan {
         self.plan.as_ref().expect("a plan")
     }
@@ -108,54 +42,8 @@ impl FakeHost {
     }
 }
 
-impl Host for &mut FakeHost {
-    fn config(&mut self) -> AgentConfig {
-        self.config.clone()
-    }
-    fn memory(&mut self) -> Vec<Message> {
-        self.memory.clone()
-    }
-    fn add_message(&mut self, message: Message) -> Result<(), Error> {
-        self.memory.push(message);
-        Ok(())
-    }
-    fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
-        self.requests.push(request.clone());
-        let message = self.replies.pop_front().expect("no scripted reply")?;
-        Ok(ChatResponse {
-            message,
-            finish_reason: None,
-            usage: Usage {
-                prompt_tokens: 1,
-                completion_tokens: 1,
-            },
-        })
-    }
-    fn tools(&mut self) -> Vec<ToolSpec> {
-        self.tools.clone()
-    }
-    fn invoke_tool(&mut self, call: &ToolCall) -> Result<String, Error> {
-        self.invoked.push(call.clone());
-        self.results
-            .get(&call.name)
-            .cloned()
-            .unwrap_or_else(|| Ok(String::new()))
-    }
-    fn finish(&mut self) {
-        self.finished = true;
-    }
-    fn info(&mut self, message: &str) {
-        self.logs.push(format!("info: {message}"));
-    }
-    fn warn(&mut self, message: &str) {
-        self.logs.push(format!("warn: {message}"));
-    }
-    fn error(&mut self, message: &str) {
-        self.logs.push(format!("error: {message}"));
-    }
-}
-
-impl Plans for &mut FakeHost {
+/// The plan kept as agentd keeps it, refusing what it refuses.
+impl Plans for ScriptedHost {
     fn current_plan(&mut self) -> Option<Plan> {
         self.plan.clone()
     }
@@ -195,7 +83,7 @@ fn names(tools: &[ToolSpec]) -> Vec<&str> {
 
 #[test]
 fn the_first_step_asks_for_a_plan_and_publishes_it() {
-    let mut host = FakeHost::new().reply(Some("Here is my plan"), &[("planning", CREATE)]);
+    let mut host = fake_host().reply(Some("Here is my plan"), &[("planning", CREATE)]);
     let result = step(&mut host).expect("step");
 
     assert!(
@@ -245,7 +133,7 @@ fn the_first_step_asks_for_a_plan_and_publishes_it() {
 
 #[test]
 fn one_plan_per_answer_the_other_calls_still_answered() {
-    let mut host = FakeHost::new().reply(None, &[("planning", CREATE), ("planning", CREATE)]);
+    let mut host = fake_host().reply(None, &[("planning", CREATE), ("planning", CREATE)]);
     step(&mut host).expect("step");
     assert_eq!(host.published.len(), 1);
     let answers: Vec<_> = host.added()[1..].iter().map(|m| m.text()).collect();
@@ -253,7 +141,7 @@ fn one_plan_per_answer_the_other_calls_still_answered() {
     assert!(answers[1].starts_with("Error: not run"), "{answers:?}");
 }
 
-fn assert_default_plan(host: &FakeHost, result: &str) {
+fn assert_default_plan(host: &ScriptedHost, result: &str) {
     assert_eq!(host.published.len(), 1);
     assert_eq!(host.plan().title, "Plan for: hello");
     let texts: Vec<_> = host.plan().steps.iter().map(|s| s.text.as_str()).collect();
@@ -273,7 +161,7 @@ fn assert_default_plan(host: &FakeHost, result: &str) {
 
 #[test]
 fn no_call_falls_back_to_the_default_plan() {
-    let mut host = FakeHost::new().text("1. say hi 2. leave");
+    let mut host = fake_host().text("1. say hi 2. leave");
     let result = step(&mut host).expect("step");
     assert_default_plan(&host, &result);
     assert!(result.contains("the model called no tool"), "{result}");
@@ -282,7 +170,7 @@ fn no_call_falls_back_to_the_default_plan() {
 
 #[test]
 fn invalid_arguments_fall_back_to_the_default_plan_and_are_answered() {
-    let mut host = FakeHost::new().reply(None, &[("planning", r#"{"command":"create","#)]);
+    let mut host = fake_host().reply(None, &[("planning", r#"{"command":"create","#)]);
     let result = step(&mut host).expect("step");
     assert_default_plan(&host, &result);
     assert_eq!(
@@ -303,13 +191,13 @@ fn a_call_that_is_not_a_valid_create_falls_back() {
         r#"{"command":"create","steps":["a"]}"#,
         "",
     ] {
-        let mut host = FakeHost::new().reply(None, &[("planning", arguments)]);
+        let mut host = fake_host().reply(None, &[("planning", arguments)]);
         let result = step(&mut host).expect("step");
         assert_default_plan(&host, &result);
         let answer = host.added()[1].text();
         assert!(answer.starts_with("Error: "), "{arguments}: {answer}");
     }
-    let mut host = FakeHost::new().reply(None, &[("bash", "{}")]);
+    let mut host = fake_host().reply(None, &[("bash", "{}")]);
     let result = step(&mut host).expect("step");
     assert_default_plan(&host, &result);
     assert_eq!(host.added()[1].text(), "Error: Unknown tool 'bash'");
@@ -319,7 +207,7 @@ fn a_call_that_is_not_a_valid_create_falls_back() {
 fn a_plan_the_host_refuses_falls_back_with_its_reason() {
     let steps: Vec<String> = (0..101).map(|i| format!("step {i}")).collect();
     let arguments = serde_json::json!({"command": "create", "title": "Big", "steps": steps});
-    let mut host = FakeHost::new().reply(None, &[("planning", &arguments.to_string())]);
+    let mut host = fake_host().reply(None, &[("planning", &arguments.to_string())]);
     let result = step(&mut host).expect("step");
     assert_default_plan(&host, &result);
     assert!(result.contains("at most 100 steps"), "{result}");
@@ -341,7 +229,7 @@ fn the_default_title_is_the_request_cut_at_50_characters() {
 
 #[test]
 fn a_token_limit_at_planning_ends_the_run() {
-    let mut host = FakeHost::new().fail(ChatError::TokenLimit("used 100 of 100".into()));
+    let mut host = fake_host().fail(ChatError::TokenLimit("used 100 of 100".into()));
     step(&mut host).expect("step");
     assert!(host.finished);
     assert!(host.plan.is_none());
@@ -355,20 +243,20 @@ fn a_token_limit_at_planning_ends_the_run() {
 #[test]
 fn an_llm_failure_at_planning_fails_the_step() {
     let error = Error::new(ErrorCode::LlmFailed, "503");
-    let mut host = FakeHost::new().fail(ChatError::Failed(error.clone()));
+    let mut host = fake_host().fail(ChatError::Failed(error.clone()));
     assert_eq!(step(&mut host), Err(error));
     assert!(host.plan.is_none());
 }
 
 #[test]
 fn the_current_step_goes_in_progress_and_is_the_prompt() {
-    let mut host = FakeHost::with_plan(&[
+    let mut host = fake_host_with_plan(&[
         ("Say hello", StepStatus::Completed),
         ("Say goodbye", StepStatus::NotStarted),
         ("Leave", StepStatus::NotStarted),
     ])
     .reply(None, &[("echo", r#"{"text":"bye"}"#)])
-    .result("echo", "bye");
+    .result("echo", Ok("bye"));
     let result = step(&mut host).expect("step");
     assert_eq!(result, "Observed output of cmd `echo` executed:\nbye");
 
@@ -402,7 +290,7 @@ fn the_current_step_goes_in_progress_and_is_the_prompt() {
 
 #[test]
 fn an_answer_without_tool_calls_completes_the_step() {
-    let mut host = FakeHost::with_plan(&[
+    let mut host = fake_host_with_plan(&[
         ("Say hello", StepStatus::NotStarted),
         ("Say goodbye", StepStatus::NotStarted),
     ])
@@ -427,7 +315,7 @@ fn an_answer_without_tool_calls_completes_the_step() {
 fn long_reports_are_shortened_in_the_notes() {
     let report = "word ".repeat(200);
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::InProgress), ("b", StepStatus::NotStarted)])
+        fake_host_with_plan(&[("a", StepStatus::InProgress), ("b", StepStatus::NotStarted)])
             .text(&report);
     step(&mut host).expect("step");
     let notes = host.plan().steps[0].notes.clone().expect("notes");
@@ -437,7 +325,7 @@ fn long_reports_are_shortened_in_the_notes() {
 
 #[test]
 fn an_empty_answer_completes_nothing() {
-    let mut host = FakeHost::with_plan(&[("a", StepStatus::NotStarted)]).reply(Some("  "), &[]);
+    let mut host = fake_host_with_plan(&[("a", StepStatus::NotStarted)]).reply(Some("  "), &[]);
     step(&mut host).expect("step");
     assert_eq!(host.statuses(), [StepStatus::InProgress]);
     assert!(!host.finished);
@@ -448,7 +336,7 @@ fn the_model_marks_steps_through_the_planning_tool() {
     let mark =
         r#"{"command":"mark_step","step_index":1,"step_status":"blocked","step_notes":"no door"}"#;
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
+        fake_host_with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
             .reply(None, &[("planning", mark)]);
     let result = step(&mut host).expect("step");
     assert!(
@@ -503,7 +391,7 @@ fn planning_mistakes_are_observations() {
     ];
     for (arguments, message) in cases {
         let mut host =
-            FakeHost::with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
+            fake_host_with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
                 .reply(None, &[("planning", arguments)]);
         let result = step(&mut host).expect("step");
         assert!(
@@ -518,7 +406,7 @@ fn planning_mistakes_are_observations() {
 #[test]
 fn mark_step_takes_an_index_as_text() {
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)]);
+        fake_host_with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)]);
     let result = tool::invoke(
         &mut &mut host,
         r#"{"command":"mark_step","step_index":"1","step_status":"completed"}"#,
@@ -533,7 +421,7 @@ fn mark_step_takes_an_index_as_text() {
 #[test]
 fn update_keeps_the_status_of_unchanged_steps() {
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::Completed), ("b", StepStatus::InProgress)]);
+        fake_host_with_plan(&[("a", StepStatus::Completed), ("b", StepStatus::InProgress)]);
     host.plan.as_mut().expect("plan").steps[0].notes = Some("done a".into());
     let result = tool::invoke(
         &mut &mut host,
@@ -561,7 +449,7 @@ fn update_keeps_the_status_of_unchanged_steps() {
 
 #[test]
 fn get_shows_the_plan_and_needs_one() {
-    let mut host = FakeHost::new();
+    let mut host = fake_host();
     let error =
         tool::invoke(&mut &mut host, r#"{"command":"get","plan_id":"x"}"#).expect_err("no plan");
     assert_eq!(error.code, ErrorCode::InvalidInput);
@@ -571,14 +459,14 @@ fn get_shows_the_plan_and_needs_one() {
         error.message
     );
 
-    let mut host = FakeHost::with_plan(&[("a", StepStatus::Completed)]);
+    let mut host = fake_host_with_plan(&[("a", StepStatus::Completed)]);
     let plan = tool::invoke(&mut &mut host, r#"{"command":"get"}"#).expect("get");
     assert_eq!(plan, tool::format_plan(host.plan()));
 }
 
 #[test]
 fn the_plan_reads_as_openmanus_formats_it() {
-    let mut host = FakeHost::with_plan(&[
+    let mut host = fake_host_with_plan(&[
         ("Say hello", StepStatus::Completed),
         ("Say goodbye", StepStatus::InProgress),
         ("Wave", StepStatus::Blocked),
@@ -600,7 +488,7 @@ fn the_plan_reads_as_openmanus_formats_it() {
 
 #[test]
 fn the_last_completion_brings_the_summary_and_the_finish() {
-    let mut host = FakeHost::with_plan(&[
+    let mut host = fake_host_with_plan(&[
         ("Say hello", StepStatus::Completed),
         ("Say goodbye", StepStatus::InProgress),
     ])
@@ -637,7 +525,7 @@ fn the_last_completion_brings_the_summary_and_the_finish() {
 fn blocked_steps_count_as_done() {
     let mark = r#"{"command":"mark_step","step_index":1,"step_status":"blocked"}"#;
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::Completed), ("b", StepStatus::NotStarted)])
+        fake_host_with_plan(&[("a", StepStatus::Completed), ("b", StepStatus::NotStarted)])
             .reply(None, &[("planning", mark)])
             .text("a was done; b could not be.");
     assert_eq!(
@@ -653,7 +541,7 @@ fn blocked_steps_count_as_done() {
 
 #[test]
 fn a_failed_summary_falls_back_to_plan_completed() {
-    let mut host = FakeHost::with_plan(&[("a", StepStatus::InProgress)])
+    let mut host = fake_host_with_plan(&[("a", StepStatus::InProgress)])
         .text("did a")
         .fail(ChatError::Failed(Error::new(ErrorCode::LlmFailed, "503")));
     assert_eq!(step(&mut host), Ok(SUMMARY_FALLBACK.to_string()));
@@ -671,7 +559,7 @@ fn a_failed_summary_falls_back_to_plan_completed() {
 
 #[test]
 fn a_plan_done_at_the_start_of_a_step_is_summarised() {
-    let mut host = FakeHost::with_plan(&[("a", StepStatus::Completed), ("b", StepStatus::Blocked)])
+    let mut host = fake_host_with_plan(&[("a", StepStatus::Completed), ("b", StepStatus::Blocked)])
         .text("summary");
     assert_eq!(step(&mut host), Ok("summary".to_string()));
     assert_eq!(host.requests.len(), 1);
@@ -682,11 +570,11 @@ fn a_plan_done_at_the_start_of_a_step_is_summarised() {
 #[test]
 fn terminate_ends_the_run_without_a_summary() {
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
+        fake_host_with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
             .reply(None, &[("terminate", r#"{"status":"success"}"#)])
             .result(
                 "terminate",
-                "The interaction has been completed with status: success",
+                Ok("The interaction has been completed with status: success"),
             );
     step(&mut host).expect("step");
     assert!(host.finished);
@@ -701,7 +589,7 @@ fn terminate_ends_the_run_without_a_summary() {
 #[test]
 fn the_stuck_warning_stays_in_front_of_the_step_prompt() {
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
+        fake_host_with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
             .text("did a");
     host.config.next_step_prompt = Some("Observed duplicate responses.".to_string());
     step(&mut host).expect("step");
@@ -715,7 +603,7 @@ fn the_stuck_warning_stays_in_front_of_the_step_prompt() {
 #[test]
 fn an_agent_tool_named_planning_is_hidden() {
     let mut host =
-        FakeHost::with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
+        fake_host_with_plan(&[("a", StepStatus::NotStarted), ("b", StepStatus::NotStarted)])
             .text("did a");
     host.tools.push(ToolSpec::new("planning", "mine", "{}"));
     step(&mut host).expect("step");

@@ -192,6 +192,10 @@ pub const SDK_STRATEGY: &[File] = &[
         "src/host.rs",
         include_str!("../../../plugins/sdk/strategy/src/host.rs"),
     ),
+    (
+        "src/testing.rs",
+        include_str!("../../../plugins/sdk/strategy/src/testing.rs"),
+    ),
 ];
 
 /// agentd's Python SDK (`plugins/python/sdk/agentd/`), as the package

@@ -1,149 +1,52 @@
 //! The step against a fake host: what it sends, what it writes to memory,
 //! which tool it runs and how it ends.
 
-use std::collections::{HashMap, VecDeque};
-
+use agentd_strategy_sdk::testing::ScriptedHost;
 use agentd_strategy_sdk::{
-    AgentConfig, ChatError, ChatRequest, ChatResponse, Error, ErrorCode, FinishReason, Guest,
-    Message, Role, ToolCall, ToolChoice, ToolSpec, Usage,
+    ChatError, Error, ErrorCode, FinishReason, Guest, Message, Role, ToolCall, ToolChoice, ToolSpec,
 };
 
 use crate::prompt::INTRO;
 use crate::step::step;
-use agentd_strategy_sdk::host::Host;
 use agentd_strategy_sdk::rules::CUT_NOTE;
 
-/// A host whose LLM answers from a script and whose tools answer from a
-/// table, recording everything the strategy does.
-struct FakeHost {
-    config: AgentConfig,
-    memory: Vec<Message>,
-    replies: VecDeque<Result<Message, ChatError>>,
-    finish: VecDeque<Option<FinishReason>>,
-    requests: Vec<ChatRequest>,
-    tools: Vec<ToolSpec>,
-    results: HashMap<String, Result<String, Error>>,
-    invoked: Vec<ToolCall>,
-    finished: bool,
-    logs: Vec<String>,
+/// The SDK's scripted host as react's tests use it: the agent at step 3
+/// on react's own prompt with tools off, `Terminate` its special tool, and
+/// tools with real schemas (they are described to the model in the prompt).
+fn fake_host() -> ScriptedHost {
+    let mut host = ScriptedHost::new();
+    host.config.system_prompt = Some(INTRO.to_string());
+    host.config.current_step = 3;
+    host.config.tool_choice = ToolChoice::None;
+    host.config.special_tools = vec!["Terminate".to_string()];
+    host.tools = vec![
+        ToolSpec::new(
+            "echo",
+            "Returns the text it is given.",
+            r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
+        ),
+        ToolSpec::new(
+            "str_replace_editor",
+            "Edits files.",
+            r#"{"type":"object","properties":{"command":{"type":"string"},"path":{"type":"string"}},"required":["command","path"]}"#,
+        ),
+        ToolSpec::new(
+            "terminate",
+            "Ends the run.",
+            r#"{"type":"object","properties":{"status":{"type":"string","enum":["success","failure"]}},"required":["status"]}"#,
+        ),
+    ];
+    host
 }
 
-impl FakeHost {
-    fn new() -> Self {
-        FakeHost {
-            config: AgentConfig {
-                name: "agent".to_string(),
-                system_prompt: Some(INTRO.to_string()),
-                next_step_prompt: None,
-                current_step: 3,
-                max_steps: 10,
-                max_observe: None,
-                tool_choice: ToolChoice::None,
-                special_tools: vec!["Terminate".to_string()],
-            },
-            memory: vec![Message::user("hello")],
-            replies: VecDeque::new(),
-            finish: VecDeque::new(),
-            requests: Vec::new(),
-            tools: vec![
-                ToolSpec::new(
-                    "echo",
-                    "Returns the text it is given.",
-                    r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
-                ),
-                ToolSpec::new(
-                    "str_replace_editor",
-                    "Edits files.",
-                    r#"{"type":"object","properties":{"command":{"type":"string"},"path":{"type":"string"}},"required":["command","path"]}"#,
-                ),
-                ToolSpec::new(
-                    "terminate",
-                    "Ends the run.",
-                    r#"{"type":"object","properties":{"status":{"type":"string","enum":["success","failure"]}},"required":["status"]}"#,
-                ),
-            ],
-            results: HashMap::new(),
-            invoked: Vec::new(),
-            finished: false,
-            logs: Vec::new(),
-        }
-    }
-
-    fn reply(mut self, text: &str) -> Self {
-        self.replies.push_back(Ok(Message::assistant(text)));
-        self.finish.push_back(Some(FinishReason::Stop));
-        self
-    }
-
-    fn cut(mut self) -> Self {
-        if let Some(last) = self.finish.back_mut() {
-            *last = Some(FinishReason::Length);
-        }
-        self
-    }
-
-    fn result(mut self, tool: &str, result: Result<&str, Error>) -> Self {
-        self.results
-            .insert(tool.to_string(), result.map(str::to_string));
-        self
-    }
-
-    /// The messages this step added to memory.
-    fn added(&self) -> &[Message] {
-        &self.memory[1..]
-    }
-
+trait Observed {
     /// The text of the last message added: the observation.
+    fn observation(&self) -> &str;
+}
+
+impl Observed for ScriptedHost {
     fn observation(&self) -> &str {
         self.memory.last().map_or("", Message::text)
-    }
-}
-
-impl Host for &mut FakeHost {
-    fn config(&mut self) -> AgentConfig {
-        self.config.clone()
-    }
-    fn memory(&mut self) -> Vec<Message> {
-        self.memory.clone()
-    }
-    fn add_message(&mut self, message: Message) -> Result<(), Error> {
-        self.memory.push(message);
-        Ok(())
-    }
-    fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
-        self.requests.push(request.clone());
-        let finish_reason = self.finish.pop_front().flatten();
-        let message = self.replies.pop_front().expect("no scripted reply")?;
-        Ok(ChatResponse {
-            message,
-            finish_reason,
-            usage: Usage {
-                prompt_tokens: 1,
-                completion_tokens: 1,
-            },
-        })
-    }
-    fn tools(&mut self) -> Vec<ToolSpec> {
-        self.tools.clone()
-    }
-    fn invoke_tool(&mut self, call: &ToolCall) -> Result<String, Error> {
-        self.invoked.push(call.clone());
-        self.results
-            .get(&call.name)
-            .cloned()
-            .unwrap_or_else(|| Ok(String::new()))
-    }
-    fn finish(&mut self) {
-        self.finished = true;
-    }
-    fn info(&mut self, message: &str) {
-        self.logs.push(format!("info: {message}"));
-    }
-    fn warn(&mut self, message: &str) {
-        self.logs.push(format!("warn: {message}"));
-    }
-    fn error(&mut self, message: &str) {
-        self.logs.push(format!("error: {message}"));
     }
 }
 
@@ -159,7 +62,7 @@ const ECHO_HI: &str = "Thought: I'll echo it.\nAction: echo\nAction Input: {\"te
 
 #[test]
 fn an_action_runs_its_tool_and_the_result_comes_back_as_a_user_observation() {
-    let mut host = FakeHost::new().reply(ECHO_HI).result("echo", Ok("hi"));
+    let mut host = fake_host().text(ECHO_HI).result("echo", Ok("hi"));
     assert_eq!(step(&mut host), Ok("Observation: hi".to_string()));
 
     let request = &host.requests[0];
@@ -192,7 +95,7 @@ fn an_action_runs_its_tool_and_the_result_comes_back_as_a_user_observation() {
 
 #[test]
 fn an_agents_own_system_prompt_still_carries_the_tools() {
-    let mut host = FakeHost::new().reply(ECHO_HI);
+    let mut host = fake_host().text(ECHO_HI);
     host.config.system_prompt = Some("You are terse.".to_string());
     step(&mut host).expect("step");
     let system = host.requests[0].messages[0].text().to_string();
@@ -205,7 +108,7 @@ fn an_agents_own_system_prompt_still_carries_the_tools() {
 
 #[test]
 fn a_next_step_prompt_is_added_as_a_user_message_first() {
-    let mut host = FakeHost::new().reply(ECHO_HI);
+    let mut host = fake_host().text(ECHO_HI);
     host.config.next_step_prompt = Some("Observed duplicate responses.".to_string());
     step(&mut host).expect("step");
     assert_eq!(
@@ -221,7 +124,7 @@ fn a_next_step_prompt_is_added_as_a_user_message_first() {
 #[test]
 fn a_final_answer_finishes_the_run_with_the_answer() {
     let text = "Thought: I know it.\nFinal Answer: 42";
-    let mut host = FakeHost::new().reply(text);
+    let mut host = fake_host().text(text);
     assert_eq!(step(&mut host), Ok("42".to_string()));
     assert!(host.finished);
     assert!(host.invoked.is_empty());
@@ -230,7 +133,7 @@ fn a_final_answer_finishes_the_run_with_the_answer() {
 
 #[test]
 fn an_unreadable_reply_gets_a_corrective_observation() {
-    let mut host = FakeHost::new().reply("Sure, I can help with that!");
+    let mut host = fake_host().text("Sure, I can help with that!");
     let result = step(&mut host).expect("step");
     let observation = host.observation().to_string();
     assert_eq!(result, observation);
@@ -253,7 +156,7 @@ fn an_unreadable_reply_gets_a_corrective_observation() {
 
 #[test]
 fn an_empty_reply_is_stored_empty_and_corrected() {
-    let mut host = FakeHost::new().reply("");
+    let mut host = fake_host().text("");
     step(&mut host).expect("step");
     assert_eq!(host.added()[0], Message::assistant(""));
     assert!(
@@ -265,8 +168,8 @@ fn an_empty_reply_is_stored_empty_and_corrected() {
 
 #[test]
 fn a_reply_cut_at_max_tokens_is_told_it_was_cut() {
-    let mut host = FakeHost::new()
-        .reply("Thought: write it\nAction: echo\nAction Input: {\"text\": \"a very long te")
+    let mut host = fake_host()
+        .text("Thought: write it\nAction: echo\nAction Input: {\"text\": \"a very long te")
         .cut();
     let result = step(&mut host).expect("step");
     let observation = host.observation();
@@ -282,7 +185,7 @@ fn a_reply_cut_at_max_tokens_is_told_it_was_cut() {
 #[test]
 fn an_invented_observation_is_cut_from_the_stored_reply() {
     let text = format!("{ECHO_HI}\nObservation: hi\nThought: done\nFinal Answer: hi");
-    let mut host = FakeHost::new().reply(&text).result("echo", Ok("hi"));
+    let mut host = fake_host().text(&text).result("echo", Ok("hi"));
     step(&mut host).expect("step");
     assert_eq!(host.added()[0], Message::assistant(ECHO_HI));
     assert_eq!(host.invoked.len(), 1);
@@ -296,18 +199,17 @@ fn an_invented_observation_is_cut_from_the_stored_reply() {
 fn tool_names_are_matched_leniently() {
     for written in ["ECHO", "`echo`", "echo()", "functions.echo", "\"Echo\""] {
         let text = format!("Action: {written}\nAction Input: {{\"text\": \"x\"}}");
-        let mut host = FakeHost::new().reply(&text);
+        let mut host = fake_host().text(&text);
         step(&mut host).expect("step");
         assert_eq!(host.invoked, [call("echo", r#"{"text":"x"}"#)], "{written}");
     }
-    let mut host = FakeHost::new().reply(
-        "Action: str-replace-editor\nAction Input: {\"command\": \"view\", \"path\": \"/\"}",
-    );
+    let mut host = fake_host()
+        .text("Action: str-replace-editor\nAction Input: {\"command\": \"view\", \"path\": \"/\"}");
     step(&mut host).expect("step");
     assert_eq!(host.invoked[0].name, "str_replace_editor");
     // Not a tool, and no panic on a name whose bytes straddle a prefix's
     // length.
-    let mut host = FakeHost::new().reply("Action: functionéé\nAction Input: {}");
+    let mut host = fake_host().text("Action: functionéé\nAction Input: {}");
     step(&mut host).expect("step");
     assert!(host.invoked.is_empty());
     assert!(host.observation().contains("no tool `functionéé`"));
@@ -315,7 +217,7 @@ fn tool_names_are_matched_leniently() {
 
 #[test]
 fn an_unknown_tool_is_an_observation_listing_the_tools() {
-    let mut host = FakeHost::new().reply("Action: google_search\nAction Input: {\"query\": \"x\"}");
+    let mut host = fake_host().text("Action: google_search\nAction Input: {\"query\": \"x\"}");
     step(&mut host).expect("step");
     assert_eq!(
         host.observation(),
@@ -326,19 +228,18 @@ fn an_unknown_tool_is_an_observation_listing_the_tools() {
 
 #[test]
 fn plain_text_input_fills_a_sole_string_parameter() {
-    let mut host = FakeHost::new().reply("Action: echo\nAction Input: hello there");
+    let mut host = fake_host().text("Action: echo\nAction Input: hello there");
     step(&mut host).expect("step");
     assert_eq!(host.invoked, [call("echo", r#"{"text":"hello there"}"#)]);
 
-    let mut host = FakeHost::new().reply("Action: echo\nAction Input: text: hello");
+    let mut host = fake_host().text("Action: echo\nAction Input: text: hello");
     step(&mut host).expect("step");
     assert_eq!(host.invoked, [call("echo", r#"{"text":"hello"}"#)]);
 }
 
 #[test]
 fn plain_text_for_a_tool_of_several_parameters_is_refused() {
-    let mut host =
-        FakeHost::new().reply("Action: str_replace_editor\nAction Input: view /workspace");
+    let mut host = fake_host().text("Action: str_replace_editor\nAction Input: view /workspace");
     step(&mut host).expect("step");
     let observation = host.observation();
     assert!(
@@ -352,26 +253,34 @@ fn plain_text_for_a_tool_of_several_parameters_is_refused() {
 
 #[test]
 fn an_object_sent_as_a_json_string_is_read_as_the_object() {
-    let mut host =
-        FakeHost::new().reply("Action: echo\nAction Input: \"{\\\"text\\\": \\\"x\\\"}\"");
+    let mut host = fake_host().text("Action: echo\nAction Input: \"{\\\"text\\\": \\\"x\\\"}\"");
     step(&mut host).expect("step");
     assert_eq!(host.invoked, [call("echo", r#"{"text":"x"}"#)]);
 }
 
 #[test]
 fn observations_are_truncated_to_max_observe_characters() {
-    let mut host = FakeHost::new().reply(ECHO_HI).result("echo", Ok("ééééé"));
+    let mut host = fake_host().text(ECHO_HI).result("echo", Ok("ééééé"));
     host.config.max_observe = Some(2);
     assert_eq!(step(&mut host), Ok("Observation: éé".to_string()));
     // 0 is no limit, as in OpenManus.
-    let mut host = FakeHost::new().reply(ECHO_HI).result("echo", Ok("ééééé"));
+    let mut host = fake_host().text(ECHO_HI).result("echo", Ok("ééééé"));
     host.config.max_observe = Some(0);
     assert_eq!(step(&mut host), Ok("Observation: ééééé".to_string()));
 }
 
 #[test]
+fn a_tool_error_is_cut_at_max_observe_too() {
+    let mut host = fake_host()
+        .text(ECHO_HI)
+        .result("echo", Err(Error::failed("x".repeat(100))));
+    host.config.max_observe = Some(10);
+    assert_eq!(step(&mut host), Ok("Observation: Error: xxx".to_string()));
+}
+
+#[test]
 fn an_empty_result_says_so() {
-    let mut host = FakeHost::new().reply(ECHO_HI).result("echo", Ok(""));
+    let mut host = fake_host().text(ECHO_HI).result("echo", Ok(""));
     step(&mut host).expect("step");
     assert_eq!(
         host.observation(),
@@ -381,8 +290,8 @@ fn an_empty_result_says_so() {
 
 #[test]
 fn tool_errors_are_observations() {
-    let mut host = FakeHost::new()
-        .reply(ECHO_HI)
+    let mut host = fake_host()
+        .text(ECHO_HI)
         .result("echo", Err(Error::invalid_input("missing field `text`")));
     step(&mut host).expect("step");
     assert_eq!(
@@ -395,8 +304,8 @@ fn tool_errors_are_observations() {
 #[test]
 fn the_hosts_call_limit_is_an_observation() {
     let refusal = "not run: this is tool call 1 of step 3, and max_tool_calls_per_step is 0. Ask for fewer calls at once.";
-    let mut host = FakeHost::new()
-        .reply(ECHO_HI)
+    let mut host = fake_host()
+        .text(ECHO_HI)
         .result("echo", Err(Error::invalid_input(refusal)));
     step(&mut host).expect("step");
     assert_eq!(host.observation(), format!("Observation: Error: {refusal}"));
@@ -406,8 +315,8 @@ fn the_hosts_call_limit_is_an_observation() {
 #[test]
 fn cancellation_is_an_error_not_an_observation() {
     let cancelled = Error::new(ErrorCode::Cancelled, "run cancelled");
-    let mut host = FakeHost::new()
-        .reply(ECHO_HI)
+    let mut host = fake_host()
+        .text(ECHO_HI)
         .result("echo", Err(cancelled.clone()));
     assert_eq!(step(&mut host), Err(cancelled));
 }
@@ -415,7 +324,7 @@ fn cancellation_is_an_error_not_an_observation() {
 #[test]
 fn special_tools_finish_the_run_after_they_succeed() {
     let text = "Thought: done\nAction: terminate\nAction Input: {\"status\": \"success\"}";
-    let mut host = FakeHost::new().reply(text).result(
+    let mut host = fake_host().text(text).result(
         "terminate",
         Ok("The interaction has been completed with status: success"),
     );
@@ -426,8 +335,8 @@ fn special_tools_finish_the_run_after_they_succeed() {
     );
     assert_eq!(host.invoked, [call("terminate", r#"{"status":"success"}"#)]);
 
-    let mut host = FakeHost::new()
-        .reply(text)
+    let mut host = fake_host()
+        .text(text)
         .result("terminate", Err(Error::failed("bad status")));
     step(&mut host).expect("step");
     assert!(!host.finished, "a failed special tool does not end the run");
@@ -436,7 +345,7 @@ fn special_tools_finish_the_run_after_they_succeed() {
 #[test]
 fn several_actions_run_only_the_first_and_say_so() {
     let text = "Action: echo\nAction Input: {\"text\": \"one\"}\nAction: echo\nAction Input: {\"text\": \"two\"}";
-    let mut host = FakeHost::new().reply(text).result("echo", Ok("one"));
+    let mut host = fake_host().text(text).result("echo", Ok("one"));
     step(&mut host).expect("step");
     assert_eq!(host.invoked, [call("echo", r#"{"text":"one"}"#)]);
     let observation = host.observation();
@@ -450,7 +359,7 @@ fn several_actions_run_only_the_first_and_say_so() {
 
 #[test]
 fn a_native_tool_call_is_run_and_stored_as_text() {
-    let mut host = FakeHost::new();
+    let mut host = fake_host();
     host.replies.push_back(Ok(Message::assistant_with_tools(
         None,
         vec![ToolCall {
@@ -459,7 +368,7 @@ fn a_native_tool_call_is_run_and_stored_as_text() {
             arguments: r#"{"text":"hi"}"#.to_string(),
         }],
     )));
-    host.finish.push_back(Some(FinishReason::ToolCalls));
+    host.finish_reasons.push_back(Some(FinishReason::ToolCalls));
     step(&mut host).expect("step");
     assert_eq!(host.invoked, [call("echo", r#"{"text":"hi"}"#)]);
     assert_eq!(
@@ -470,10 +379,10 @@ fn a_native_tool_call_is_run_and_stored_as_text() {
 
 #[test]
 fn token_limit_ends_the_run_with_a_message() {
-    let mut host = FakeHost::new();
+    let mut host = fake_host();
     host.replies
         .push_back(Err(ChatError::TokenLimit("used 100 of 100".to_string())));
-    host.finish.push_back(None);
+    host.finish_reasons.push_back(None);
     let text = "Maximum token limit reached, cannot continue execution: used 100 of 100";
     assert_eq!(step(&mut host), Ok(text.to_string()));
     assert_eq!(host.added(), [Message::assistant(text)]);
@@ -483,16 +392,16 @@ fn token_limit_ends_the_run_with_a_message() {
 #[test]
 fn llm_failure_ends_the_step_with_its_error() {
     let error = Error::new(ErrorCode::LlmFailed, "503");
-    let mut host = FakeHost::new();
+    let mut host = fake_host();
     host.replies
         .push_back(Err(ChatError::Failed(error.clone())));
-    host.finish.push_back(None);
+    host.finish_reasons.push_back(None);
     assert_eq!(step(&mut host), Err(error));
 }
 
 #[test]
 fn the_tool_call_id_names_the_step() {
-    let mut host = FakeHost::new().reply(ECHO_HI);
+    let mut host = fake_host().text(ECHO_HI);
     host.config.current_step = 7;
     step(&mut host).expect("step");
     assert_eq!(host.invoked[0].id, "react-7");

@@ -40,6 +40,10 @@ pub mod host;
 /// token budget, a cut answer.
 pub mod rules;
 
+/// A scripted host for native tests of a strategy's step: replies from a
+/// script, tool results from a table, everything the step did recorded.
+pub mod testing;
+
 pub use agentd_plugin_types::{
     CONTRACT, Error, ErrorCode, Message, Metadata, Role, ToolCall, ToolChoice, ToolSpec, Usage,
     config, human, log,

@@ -259,150 +259,17 @@ fn non_empty(text: &Option<String>) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentd_strategy_sdk::{ChatResponse, Role, Usage};
-    use std::collections::{HashMap, VecDeque};
+    use agentd_strategy_sdk::Role;
+    use agentd_strategy_sdk::testing::ScriptedHost;
 
-    /// A host whose LLM answers from a script and whose tools answer from a
-    /// table, recording everything the strategy does.
-    struct FakeHost {
-        config: AgentConfig,
-        memory: Vec<Message>,
-        replies: VecDeque<Result<Message, ChatError>>,
-        /// The finish reason of each scripted reply, in the same order.
-        finish: VecDeque<Option<FinishReason>>,
-        requests: Vec<ChatRequest>,
-        tools: Vec<ToolSpec>,
-        results: HashMap<String, Result<String, Error>>,
-        invoked: Vec<ToolCall>,
-        finished: bool,
-        logs: Vec<String>,
-        /// Calls the host runs per step; later ones are refused as agentd
-        /// refuses them.
-        max_calls: Option<usize>,
-    }
-
-    impl FakeHost {
-        fn new(tool_choice: ToolChoice) -> Self {
-            FakeHost {
-                config: AgentConfig {
-                    name: "agent".to_string(),
-                    system_prompt: Some("be brief".to_string()),
-                    next_step_prompt: Some("next?".to_string()),
-                    current_step: 1,
-                    max_steps: 10,
-                    max_observe: None,
-                    tool_choice,
-                    special_tools: vec!["Terminate".to_string()],
-                },
-                memory: vec![Message::user("hello")],
-                replies: VecDeque::new(),
-                finish: VecDeque::new(),
-                requests: Vec::new(),
-                tools: ["echo", "terminate"]
-                    .iter()
-                    .map(|name| ToolSpec {
-                        name: name.to_string(),
-                        description: String::new(),
-                        parameters: "{}".to_string(),
-                    })
-                    .collect(),
-                results: HashMap::new(),
-                invoked: Vec::new(),
-                finished: false,
-                logs: Vec::new(),
-                max_calls: None,
-            }
-        }
-
-        fn reply(mut self, content: Option<&str>, calls: &[(&str, &str)]) -> Self {
-            let calls = calls
-                .iter()
-                .enumerate()
-                .map(|(i, (name, arguments))| call(&format!("call_{i}"), name, arguments))
-                .collect();
-            self.replies.push_back(Ok(Message::assistant_with_tools(
-                content.map(str::to_string),
-                calls,
-            )));
-            self.finish.push_back(Some(FinishReason::Stop));
-            self
-        }
-
-        /// Marks the last scripted reply as cut at `max_tokens`.
-        fn cut(mut self) -> Self {
-            if let Some(last) = self.finish.back_mut() {
-                *last = Some(FinishReason::Length);
-            }
-            self
-        }
-
-        fn result(mut self, tool: &str, result: Result<&str, Error>) -> Self {
-            self.results
-                .insert(tool.to_string(), result.map(str::to_string));
-            self
-        }
-
-        /// The messages this step added to memory.
-        fn added(&self) -> &[Message] {
-            &self.memory[1..]
-        }
-    }
-
-    impl Host for &mut FakeHost {
-        fn config(&mut self) -> AgentConfig {
-            self.config.clone()
-        }
-        fn memory(&mut self) -> Vec<Message> {
-            self.memory.clone()
-        }
-        fn add_message(&mut self, message: Message) -> Result<(), Error> {
-            self.memory.push(message);
-            Ok(())
-        }
-        fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
-            self.requests.push(request.clone());
-            let finish_reason = self.finish.pop_front().flatten();
-            let message = self.replies.pop_front().expect("no scripted reply")?;
-            Ok(ChatResponse {
-                message,
-                finish_reason,
-                usage: Usage {
-                    prompt_tokens: 1,
-                    completion_tokens: 1,
-                },
-            })
-        }
-        fn tools(&mut self) -> Vec<ToolSpec> {
-            self.tools.clone()
-        }
-        fn invoke_tool(&mut self, call: &ToolCall) -> Result<String, Error> {
-            self.invoked.push(call.clone());
-            if let Some(max) = self.max_calls.filter(|&max| self.invoked.len() > max) {
-                return Err(Error::new(
-                    ErrorCode::InvalidInput,
-                    format!(
-                        "not run: this is tool call {} of step 1, and max_tool_calls_per_step is {max}. Ask for fewer calls at once.",
-                        self.invoked.len()
-                    ),
-                ));
-            }
-            self.results
-                .get(&call.name)
-                .cloned()
-                .unwrap_or_else(|| Ok(String::new()))
-        }
-        fn finish(&mut self) {
-            self.finished = true;
-        }
-        fn info(&mut self, message: &str) {
-            self.logs.push(format!("info: {message}"));
-        }
-        fn warn(&mut self, message: &str) {
-            self.logs.push(format!("warn: {message}"));
-        }
-        fn error(&mut self, message: &str) {
-            self.logs.push(format!("error: {message}"));
-        }
+    /// The SDK's scripted host with a next-step prompt, `Terminate` as the
+    /// special tool (matched case-insensitively) and this `tool_choice`.
+    fn fake_host(tool_choice: ToolChoice) -> ScriptedHost {
+        let mut host = ScriptedHost::new();
+        host.config.next_step_prompt = Some("next?".to_string());
+        host.config.tool_choice = tool_choice;
+        host.config.special_tools = vec!["Terminate".to_string()];
+        host
     }
 
     fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
@@ -417,7 +284,7 @@ mod tests {
 
     #[test]
     fn thinks_then_runs_the_tool_calls() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(Some("let me echo"), &[("echo", r#"{"text":"hi"}"#)])
             .result("echo", Ok("hi"));
         let result = step(&mut host);
@@ -445,7 +312,7 @@ mod tests {
 
     #[test]
     fn empty_prompts_are_left_out() {
-        let mut host = FakeHost::new(ToolChoice::Auto).reply(Some("done"), &[]);
+        let mut host = fake_host(ToolChoice::Auto).reply(Some("done"), &[]);
         host.config.system_prompt = Some(String::new());
         host.config.next_step_prompt = None;
         assert_eq!(step(&mut host), Ok("done".to_string()));
@@ -455,7 +322,7 @@ mod tests {
 
     #[test]
     fn tool_failures_become_observations() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(
                 None,
                 &[
@@ -508,10 +375,10 @@ mod tests {
 
     #[test]
     fn calls_past_the_hosts_limit_are_answered_without_asking_it_again() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(None, &[("echo", "{}"); 5])
             .result("echo", Ok("hi"));
-        host.max_calls = Some(2);
+        host.max_tool_calls_per_step = Some(2);
         step(&mut host).expect("step");
         // Two ran, the third was refused by the host, the last two never
         // reached it.
@@ -529,7 +396,7 @@ mod tests {
 
     #[test]
     fn special_tools_finish_the_run() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(None, &[("terminate", r#"{"status":"success"}"#)])
             .result("terminate", Ok("The interaction has been completed"));
         assert!(step(&mut host).is_ok());
@@ -541,7 +408,7 @@ mod tests {
     #[test]
     fn cancellation_is_an_error_not_an_observation() {
         let cancelled = Error::new(ErrorCode::Cancelled, "run cancelled");
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(None, &[("echo", "{}")])
             .result("echo", Err(cancelled.clone()));
         assert_eq!(step(&mut host), Err(cancelled));
@@ -549,7 +416,7 @@ mod tests {
 
     #[test]
     fn observations_are_truncated_to_max_observe_characters() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(None, &[("echo", "{}")])
             .result("echo", Ok("ééééé"));
         let prefix = "Observed output of cmd `echo` executed:\n";
@@ -562,7 +429,7 @@ mod tests {
 
     #[test]
     fn token_limit_ends_the_run_with_a_message() {
-        let mut host = FakeHost::new(ToolChoice::Auto);
+        let mut host = fake_host(ToolChoice::Auto);
         host.replies
             .push_back(Err(ChatError::TokenLimit("used 100 of 100".to_string())));
         assert_eq!(step(&mut host), Ok(NO_ACTION.to_string()));
@@ -578,7 +445,7 @@ mod tests {
     #[test]
     fn llm_failure_ends_the_step_with_its_error() {
         let error = Error::new(ErrorCode::LlmFailed, "503");
-        let mut host = FakeHost::new(ToolChoice::Auto);
+        let mut host = fake_host(ToolChoice::Auto);
         host.replies
             .push_back(Err(ChatError::Failed(error.clone())));
         assert_eq!(step(&mut host), Err(error));
@@ -586,20 +453,20 @@ mod tests {
 
     #[test]
     fn tool_calls_are_dropped_when_tools_are_off() {
-        let mut host = FakeHost::new(ToolChoice::None).reply(Some("just text"), &[("echo", "{}")]);
+        let mut host = fake_host(ToolChoice::None).reply(Some("just text"), &[("echo", "{}")]);
         assert_eq!(step(&mut host), Ok("just text".to_string()));
         assert!(host.invoked.is_empty());
         assert_eq!(host.added()[1], Message::assistant("just text"));
         assert!(host.logs.iter().any(|l| l.starts_with("warn: ")));
 
-        let mut host = FakeHost::new(ToolChoice::None).reply(None, &[("echo", "{}")]);
+        let mut host = fake_host(ToolChoice::None).reply(None, &[("echo", "{}")]);
         assert_eq!(step(&mut host), Ok(NO_ACTION.to_string()));
         assert_eq!(host.added(), [Message::user("next?")]);
     }
 
     #[test]
     fn required_tool_calls_that_are_missing_fail_the_step() {
-        let mut host = FakeHost::new(ToolChoice::Required).reply(None, &[]);
+        let mut host = fake_host(ToolChoice::Required).reply(None, &[]);
         assert_eq!(
             step(&mut host),
             Err(Error::failed("Tool calls required but none provided"))
@@ -609,13 +476,13 @@ mod tests {
 
     #[test]
     fn a_reply_with_nothing_in_it_ends_thinking() {
-        let mut host = FakeHost::new(ToolChoice::Auto).reply(None, &[]);
+        let mut host = fake_host(ToolChoice::Auto).reply(None, &[]);
         assert_eq!(step(&mut host), Ok(NO_ACTION.to_string()));
     }
 
     #[test]
     fn arguments_cut_at_max_tokens_say_so() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(None, &[("echo", r#"{"text": "a very long te"#)])
             .cut();
         let result = step(&mut host).expect("step");
@@ -631,7 +498,7 @@ mod tests {
 
     #[test]
     fn a_cut_text_answer_is_recorded_as_cut() {
-        let mut host = FakeHost::new(ToolChoice::Auto)
+        let mut host = fake_host(ToolChoice::Auto)
             .reply(Some("The answer is"), &[])
             .cut();
         assert_eq!(step(&mut host), Ok(format!("The answer is\n{CUT_NOTE}")));
