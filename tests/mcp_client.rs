@@ -851,3 +851,58 @@ async fn a_secret_header_reaches_a_python_sdk_server_over_http() {
         assert!(!record.to_string().contains(&token));
     });
 }
+
+/// The `react` strategy calls MCP tools as it calls any tool: they are in
+/// its text prompt (name and JSON Schema, no `tools` parameter), a plain
+/// `Action:` reply runs one, and its result comes back as an observation.
+#[tokio::test(flavor = "multi_thread")]
+async fn react_calls_an_mcp_tool_from_plain_text() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.set_recording(true);
+    tokio::task::block_in_place(|| {
+        let extra = format!(
+            "{}\n[agents.texter]\nstrategy = \"react\"\ntools = [\"mcp:py/add\", \"terminate\"]\nmax_steps = 4\n",
+            py_table("py", ""),
+        );
+        let d = Daemon::start_with_plugins(
+            &llm,
+            &[("react.wasm", "react"), ("terminate.wasm", "terminate")],
+            &extra,
+        );
+        ready(&d, "py");
+        llm.push_for(
+            "add with the python server",
+            [
+                Reply::text(
+                    "Thought: the server adds.\nAction: mcp__py__add\nAction Input: {'a': 20, 'b': 22,}",
+                ),
+                Reply::text("Thought: I have it.\nFinal Answer: 42"),
+            ],
+        );
+        let id = d.create_run("texter", "add with the python server");
+        let record = d.wait_run(&id, Duration::from_secs(60));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        assert_eq!(
+            record["result"], "Step 1: Observation: 42\nStep 2: 42",
+            "{record}"
+        );
+        let r = results(&d, &id);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(
+            r[0].0 == "mcp__py__add" && r[0].1 && r[0].2.trim() == "42",
+            "{r:?}"
+        );
+        let requests = llm.requests();
+        assert!(
+            requests.iter().all(|q| q.get("tools").is_none()),
+            "no tools parameter: {requests:?}"
+        );
+        let system = requests[0]["messages"][0]["content"].as_str().unwrap_or("");
+        assert!(system.contains("mcp__py__add"), "{system}");
+        assert!(system.contains("\"a\""), "the tool's schema: {system}");
+        let second = requests[1]["messages"].as_array().expect("messages");
+        let last = second.last().expect("a message");
+        assert_eq!(last["role"], "user", "{last}");
+        assert_eq!(last["content"], "Observation: 42", "{last}");
+    });
+}
