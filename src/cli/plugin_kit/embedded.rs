@@ -196,6 +196,10 @@ pub const SDK_STRATEGY: &[File] = &[
         "src/testing.rs",
         include_str!("../../../plugins/sdk/strategy/src/testing.rs"),
     ),
+    (
+        "src/rules.rs",
+        include_str!("../../../plugins/sdk/strategy/src/rules.rs"),
+    ),
 ];
 
 /// agentd's Python SDK (`plugins/python/sdk/agentd/`), as the package
@@ -453,5 +457,33 @@ mod tests {
         let mut listed: Vec<String> = files.iter().map(|(p, _)| p.to_string()).collect();
         listed.sort();
         assert_eq!(listed, on_disk);
+    }
+
+    /// A project written by `agentd plugin new` builds only if it has every
+    /// file of its SDK: a module added to an SDK must be embedded too.
+    #[test]
+    fn every_source_file_of_the_rust_sdks_is_embedded() {
+        for (folder, files) in [
+            ("plugins/sdk/common", SDK_COMMON),
+            ("plugins/sdk/tool", SDK_TOOL),
+            ("plugins/sdk/strategy", SDK_STRATEGY),
+        ] {
+            let src = repo().join(folder).join("src");
+            let mut on_disk: Vec<String> = std::fs::read_dir(&src)
+                .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|name| name.ends_with(".rs"))
+                .map(|name| format!("src/{name}"))
+                .collect();
+            on_disk.sort();
+            let mut listed: Vec<String> = files
+                .iter()
+                .map(|(p, _)| p.to_string())
+                .filter(|p| p.starts_with("src/"))
+                .collect();
+            listed.sort();
+            assert_eq!(listed, on_disk, "{folder}: embed every file of src/");
+        }
     }
 }
