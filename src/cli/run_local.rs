@@ -1,7 +1,7 @@
 //! `agentd run --local` and `agentd plugins --local`: the agent core in this
 //! process, with no daemon.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -11,6 +11,7 @@ use super::{exit, progress, PluginsArgs, RunArgs};
 use crate::agent::{Agent, RunOptions, Runtime};
 use crate::config::{default_config_path, Config};
 use crate::llm::LlmClient;
+use crate::plugin::bundle::Bundle;
 use crate::plugin::{EngineLimits, PluginHost};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, SandboxProvider};
@@ -33,11 +34,10 @@ async fn load_plugins(config: &Config) -> Result<Arc<PluginHost>, i32> {
         config.plugins,
     )
     .map_err(fail)?;
-    let dir = &config.daemon.plugins_dir;
-    let report = host.load_dir(dir).await.map_err(|e| {
+    let dir = plugins_source(&config.daemon.plugins_dir)?;
+    let report = host.load_dir(&dir).await.map_err(|e| {
         fail(format!(
-            "cannot read the plugins folder: {e} (set [daemon] plugins_dir, or build and install the bundled plugins with scripts/build-plugins.sh --install {})",
-            dir.display()
+            "cannot read the plugins folder: {e} (set [daemon] plugins_dir, or install the bundled plugins with scripts/install.sh)"
         ))
     })?;
     for (file, error) in &report.failed {
@@ -47,6 +47,42 @@ async fn load_plugins(config: &Config) -> Result<Arc<PluginHost>, i32> {
         );
     }
     Ok(Arc::new(host))
+}
+
+/// The configured plugins folder, or the bundle beside the binary when the
+/// folder is missing or holds no component: a fresh install runs its
+/// bundled agents without a daemon having filled the folder first. Nothing
+/// is written: a local run leaves the folder to the daemon.
+fn plugins_source(configured: &Path) -> Result<PathBuf, i32> {
+    let empty = match Bundle::at(configured).components() {
+        Ok(found) => found.is_empty(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        // Unreadable: loading reports it with the folder's name.
+        Err(_) => false,
+    };
+    if !empty {
+        return Ok(configured.to_path_buf());
+    }
+    match Bundle::find() {
+        Some(bundle) => {
+            eprintln!(
+                "agentd: no plugins in {}: using the bundled plugins in {}",
+                configured.display(),
+                bundle.dir().display()
+            );
+            Ok(bundle.dir().to_path_buf())
+        }
+        None => Err(fail(format!(
+            "no plugins in {} and no bundled plugins beside the binary (looked in {}): \
+             install them with scripts/install.sh, or set [daemon] plugins_dir",
+            configured.display(),
+            Bundle::candidates()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 pub async fn run(args: RunArgs) -> i32 {

@@ -231,6 +231,30 @@ async fn load_plugins(
     dir: &Path,
     bus: &event_bus::EventBus,
 ) -> Result<(), crate::plugin::PluginError> {
+    // An empty (or missing) folder gets the plugins shipped beside the
+    // binary, so a fresh install runs its bundled agents; the log says
+    // which happened. A folder with any plugin is the operator's and is left
+    // as it is.
+    use crate::plugin::bundle::{seed_empty_dir, Bundle, Seeded};
+    // Nothing is written into a folder the daemon would refuse to load from.
+    if dir.exists() {
+        crate::plugin::trust::check_dir("plugins folder", dir)?;
+    }
+    match seed_empty_dir(dir, Bundle::find().as_ref()) {
+        Ok(Seeded::HadPlugins) => {}
+        Ok(Seeded::Installed { from, count }) => info!(
+            dir = %dir.display(), from = %from.display(), count,
+            "the plugins folder was empty: installed the bundled plugins"
+        ),
+        Ok(Seeded::NoBundle { looked_in }) => warn!(
+            dir = %dir.display(),
+            looked_in = %looked_in.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            "the plugins folder is empty and no bundled plugins were found: \
+             install them with scripts/install.sh, or add plugins with `agentd plugin install`"
+        ),
+        Err(e) => warn!(dir = %dir.display(), error = %e,
+            "cannot install the bundled plugins into the plugins folder"),
+    }
     // A missing folder is created so that the watcher has something to
     // watch and a user can drop plugins in without restarting.
     if let Err(e) = std::fs::create_dir_all(dir) {

@@ -18,7 +18,7 @@
 //! Every file here uses only files below it, so each can be read (and
 //! changed) knowing only what is beneath. From the bottom:
 //! 1. `error`, `settings` (`[plugins]`), `grants` (`[plugins.<name>]`),
-//!    `bindings`, `clock`, `log_rate`
+//!    `bundle` (the plugins shipped beside the binary), `bindings`, `clock`, `log_rate`
 //!    (how fast one store may log), `stdio`,
 //!    `cache`, `run_host` (what the strategy world needs from a run),
 //!    `human` (what both worlds' `human.ask` needs from a run),
@@ -42,6 +42,7 @@
 //!    declares the modules and names the public API.
 
 pub mod bindings;
+pub mod bundle;
 mod cache;
 mod catalog;
 pub mod clock;

@@ -13,6 +13,9 @@ use serde_json::Value;
 use super::{built_plugins, plugins_dir};
 
 pub struct Daemon {
+    /// The `agentd` binary started: the one cargo built, or an installed
+    /// copy ([`Daemon::installed`]).
+    pub exe: PathBuf,
     pub child: Option<Child>,
     pub dir: tempfile::TempDir,
     pub plugins: tempfile::TempDir,
@@ -218,6 +221,7 @@ impl Daemon {
         let text = config_text_for(base_url, model, dir.path(), plugins.path(), extra);
         std::fs::write(&config, text).expect("write config");
         Daemon {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_agentd")),
             child: None,
             socket: dir.path().join("agentd.sock"),
             state_dir: dir.path().join("state"),
@@ -228,13 +232,33 @@ impl Daemon {
         }
     }
 
+    /// An installed `agentd` (e.g. by `scripts/install.sh`) on its own
+    /// configuration, not started yet; `socket` and `state_dir` are where
+    /// that configuration puts them.
+    pub fn installed(exe: &Path, config: &Path, socket: &Path, state_dir: &Path) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Daemon {
+            exe: exe.to_path_buf(),
+            child: None,
+            socket: socket.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            log: dir.path().join("daemon.log"),
+            config: config.to_path_buf(),
+            dir,
+            plugins: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        let mut cmd = Command::new(&self.exe);
         cmd.arg("serve")
             .arg("--config")
             .arg(&self.config)
             .env_remove("AGENTD_CONFIG")
             .env_remove("AGENTD_SOCKET")
+            .env_remove("AGENTD_BUNDLED_PLUGINS")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
