@@ -33,6 +33,9 @@ use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::{Grants, PluginSettings};
 use crate::sandbox::SandboxConfig;
 
+/// The endpoint assumed when an API key is set and no base URL is.
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{file}: cannot read: {source}")]
@@ -495,11 +498,17 @@ impl LlmConfig {
             (None, None, Some(file)) => read_key_file(file).ok(),
             (None, None, None) => env("OPENAI_API_KEY"),
         };
+        // OpenAI is assumed only when there is a key to send it; with
+        // neither an endpoint nor a key, the base URL stays empty and the
+        // client answers every request with the setup help at once (see
+        // `LlmClient::new`) instead of retrying a server the user never
+        // chose.
         let base_url = keys
             .base_url
             .clone()
             .or_else(|| env("OPENAI_BASE_URL"))
-            .unwrap_or_else(|| "https://api.openai.com/v1".into());
+            .or_else(|| api_key.is_some().then(|| OPENAI_BASE_URL.to_string()))
+            .unwrap_or_default();
         let defaults = RetryPolicy::default();
         LlmSettings {
             model: keys.model.clone().unwrap_or_else(|| "gpt-4o".into()),

@@ -1,4 +1,6 @@
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -167,20 +169,24 @@ pub struct LlmClient {
     http: reqwest::Client,
     settings: LlmSettings,
     url: String,
+    /// Whether the endpoint has answered (any HTTP status) since the client
+    /// was built, shared by its clones: a connection failure before that
+    /// means no server is there and fails at once; after it, the server is
+    /// flaky and the failure is retried.
+    answered: Arc<AtomicBool>,
 }
 
 impl LlmClient {
     /// Builds the client, refusing settings no request could succeed with:
-    /// an empty or malformed `base_url` (also when it comes from
-    /// `$OPENAI_BASE_URL`, which the configuration file never sees) or an
-    /// unusable `ca_file`.
+    /// a malformed `base_url` (also when it comes from `$OPENAI_BASE_URL`,
+    /// which the configuration file never sees) or an unusable `ca_file`.
+    /// An empty `base_url` (no endpoint configured at all) builds a client
+    /// whose every request fails at once with the setup help, so the run
+    /// that needs it ends `error` with the fix in its record.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
-        if settings.base_url.is_empty() {
-            return Err(LlmError::NotConfigured(
-                "no base_url: set [llm] base_url or $OPENAI_BASE_URL".into(),
-            ));
+        if !settings.base_url.is_empty() {
+            check_base_url(&settings.base_url).map_err(LlmError::NotConfigured)?;
         }
-        check_base_url(&settings.base_url).map_err(LlmError::NotConfigured)?;
         // Built-in roots are the system's trust store plus Mozilla's list
         // (both reqwest features are on; see Cargo.toml), then `ca_file`.
         let mut builder = reqwest::Client::builder().timeout(settings.request_timeout);
@@ -200,7 +206,13 @@ impl LlmClient {
             http,
             settings,
             url,
+            answered: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Whether an endpoint is configured at all (see [`LlmClient::new`]).
+    pub fn is_configured(&self) -> bool {
+        !self.settings.base_url.is_empty()
     }
 
     pub fn settings(&self) -> &LlmSettings {
@@ -210,6 +222,9 @@ impl LlmClient {
     /// Sends one chat request, retrying where the contract allows. The future
     /// may be dropped at any point (a cancelled run): nothing is left behind.
     pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        if !self.is_configured() {
+            return Err(LlmError::NotConfigured(super::setup::no_endpoint_help()));
+        }
         let tools: Vec<ToolParam<'_>> = request
             .tools
             .iter()
@@ -238,6 +253,15 @@ impl LlmClient {
         loop {
             let error = match self.send_once(&body).await {
                 Ok(r) => return Ok(r),
+                Err(LlmError::Connect { url, message })
+                    if !self.answered.load(Ordering::Relaxed) =>
+                {
+                    return Err(LlmError::Absent {
+                        help: super::setup::unreachable_help(&self.settings.base_url),
+                        url,
+                        message,
+                    })
+                }
                 Err(e) => e,
             };
             match self.settings.retry.next(error, &mut spent) {
@@ -261,6 +285,7 @@ impl LlmClient {
             req = req.bearer_auth(key);
         }
         let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        self.answered.store(true, Ordering::Relaxed);
         let status = resp.status();
         let retry_after = resp
             .headers()

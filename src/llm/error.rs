@@ -4,6 +4,16 @@ use std::time::Duration;
 pub enum LlmError {
     #[error("LLM endpoint {url} is unreachable: {message}")]
     Connect { url: String, message: String },
+    /// The connection failed (refused, or the name does not resolve) and
+    /// the endpoint has not answered once since the client was built: a
+    /// server that is not running or a wrong address, which retries cannot
+    /// fix, so the run fails at once and `help` says what to change.
+    #[error("LLM endpoint {url} is unreachable: {message}; {help}")]
+    Absent {
+        url: String,
+        message: String,
+        help: String,
+    },
     /// The endpoint's certificate was refused. Retrying cannot help, and the
     /// fix is on this side (a CA to trust), so the message says where.
     #[error(
@@ -51,6 +61,7 @@ impl LlmError {
             LlmError::Connect { .. } | LlmError::Timeout(_) => true,
             LlmError::Status { status, .. } => matches!(*status, 408 | 409 | 429) || *status >= 500,
             LlmError::Certificate { .. }
+            | LlmError::Absent { .. }
             | LlmError::RetryAfterTooLong { .. }
             | LlmError::Malformed(_)
             | LlmError::NotConfigured(_) => false,

@@ -5,6 +5,7 @@
 mod client;
 mod error;
 mod retry;
+pub mod setup;
 mod wire;
 
 pub use client::{
