@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# install.sh - one command from a checkout to a working agentd.
+#
+# Builds agentd and its bundled plugins (release), installs the binary and
+# the plugins, makes sure a Docker engine answers and the sandbox images
+# exist, writes a commented starter configuration if there is none (an
+# existing one is never touched), and with --service installs and starts
+# the systemd units. Idempotent: run it again after `git pull` to upgrade.
+#
+#   scripts/install.sh                    # as root: system layout; else your own
+#   scripts/install.sh --service          # ... and start it under systemd
+#   OPENAI_BASE_URL=http://127.0.0.1:11434/v1 scripts/install.sh --model qwen2.5:7b
+#
+# Layout (system: as root, or --system; user: otherwise, or --user):
+#   binary          /usr/local/bin/agentd          ~/.local/bin/agentd         (--prefix)
+#   bundled plugins /usr/local/lib/agentd/plugins  ~/.local/lib/agentd/plugins (beside the binary)
+#   config          /etc/agentd/agentd.toml        ~/.config/agentd/agentd.toml (--config)
+#   state, plugins  /var/lib/agentd[/plugins]      ~/.local/state/agentd[/plugins] (--state-dir)
+#
+# Options:
+#   --prefix DIR      where bin/ and lib/ go
+#   --config FILE     the configuration file to write if missing
+#   --state-dir DIR   the daemon's state folder (written into a new config)
+#   --system|--user   choose the layout instead of going by the user id
+#   --service         install and start the systemd units (system, or
+#                     `systemctl --user` for a user install)
+#   --model NAME      the model for a new config (default: the server's
+#                     usual one for OpenAI, else left for you to set)
+#   --binary FILE     install this agentd instead of building one (a
+#                     packager's own build, or the test suite's)
+#   --no-docker       do not install or start Docker, nor build the images
+# Environment read for a new config: OPENAI_BASE_URL (the endpoint) and
+# OPENAI_API_KEY (stored in a 0600 file beside the config, never in it).
+set -euo pipefail
+caller_pwd="$(pwd)"
+cd "$(dirname "$0")/.."
+repo="$(pwd)"
+
+say() { printf 'install: %s\n' "$*"; }
+die() { printf 'install: ERROR: %s\n' "$*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+mode=
+prefix=
+config=
+state_dir=
+service=
+model=
+binary=
+docker=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) prefix="${2:?--prefix needs a folder}"; shift ;;
+    --config) config="${2:?--config needs a file}"; shift ;;
+    --state-dir) state_dir="${2:?--state-dir needs a folder}"; shift ;;
+    --system) mode=system ;;
+    --user) mode=user ;;
+    --service) service=1 ;;
+    --model) model="${2:?--model needs a name}"; shift ;;
+    --binary) binary="${2:?--binary needs a file}"; shift ;;
+    --no-docker) docker= ;;
+    -h|--help) usage ;;
+    *) printf 'install: unknown option %s\n' "$1" >&2; usage ;;
+  esac
+  shift
+done
+
+# Paths given relative to where the script was called from.
+abs() { case "$1" in ""|/*) printf '%s' "$1" ;; *) printf '%s/%s' "$caller_pwd" "$1" ;; esac; }
+prefix="$(abs "$prefix")"; config="$(abs "$config")"
+state_dir="$(abs "$state_dir")"; binary="$(abs "$binary")"
+
+if [ -z "$mode" ]; then
+  if [ "$(id -u)" = 0 ]; then mode=system; else mode=user; fi
+fi
+if [ "$mode" = system ] && [ "$(id -u)" != 0 ]; then
+  die "a system install needs root: sudo $0 $*"
+fi
+if [ "$mode" = system ]; then
+  prefix="${prefix:-/usr/local}"
+  config="${config:-/etc/agentd/agentd.toml}"
+  default_state=/var/lib/agentd
+else
+  prefix="${prefix:-$HOME/.local}"
+  config="${config:-${XDG_CONFIG_HOME:-$HOME/.config}/agentd/agentd.toml}"
+  default_state="${XDG_STATE_HOME:-$HOME/.local/state}/agentd"
+fi
+state="${state_dir:-$default_state}"
+bin_dir="$prefix/bin"
+bundle_dir="$prefix/lib/agentd/plugins"
+plugins_dir="$state/plugins"
+config_dir="$(dirname "$config")"
+did=()
+
+# --- build ---------------------------------------------------------------
+command -v cargo >/dev/null 2>&1 ||
+  die "cargo is missing: install Rust with https://rustup.rs (rustup), then run this again"
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+  say "adding the wasm32-wasip2 target"
+  rustup target add wasm32-wasip2
+fi
+if [ -z "$binary" ]; then
+  say "building agentd (release; about 8 minutes on 2 cores the first time)"
+  cargo build --release --locked --bin agentd
+  binary=target/release/agentd
+fi
+[ -x "$binary" ] || die "$binary is not an executable"
+say "building the bundled plugins"
+scripts/build-plugins.sh --bundled >/dev/null
+
+# --- install -------------------------------------------------------------
+# Copy, then rename over: a running daemon (or a shell running agentd)
+# keeps the old file and never sees half a new one.
+put() { # put MODE SOURCE DEST
+  install -m "$1" "$2" "$3.installing"
+  mv -f "$3.installing" "$3"
+}
+mkdir -p "$bin_dir" "$bundle_dir"
+put 0755 "$binary" "$bin_dir/agentd"
+did+=("installed $bin_dir/agentd")
+# The units' Documentation= points here.
+install -d "$prefix/share/doc/agentd"
+put 0644 README.md "$prefix/share/doc/agentd/README.md"
+for wasm in $(scripts/build-plugins.sh --list-bundled); do
+  put 0644 "plugins/target/wasm32-wasip2/release/$wasm.wasm" "$bundle_dir/$wasm.wasm"
+done
+did+=("installed the bundled plugins into $bundle_dir")
+# The daemon's own folder gets them too (and a daemon started on an empty
+# one would copy them in itself). Bundled files are replaced by this
+# version's; plugins of other names are the operator's and stay.
+install -d -m 0755 "$plugins_dir"
+for wasm in $(scripts/build-plugins.sh --list-bundled); do
+  put 0644 "$bundle_dir/$wasm.wasm" "$plugins_dir/$wasm.wasm"
+done
+did+=("installed the bundled plugins into $plugins_dir")
+
+# --- docker and the sandbox images ---------------------------------------
+if [ -n "$docker" ]; then
+  if [ "$(id -u)" = 0 ] || docker version >/dev/null 2>&1; then
+    scripts/ensure-docker.sh
+    scripts/build-images.sh --no-ensure
+    did+=("checked the Docker engine and the sandbox images")
+  else
+    say "warning: this user cannot reach a Docker engine; as root run: $repo/scripts/ensure-docker.sh && $repo/scripts/build-images.sh, and add $(id -un) to the docker group"
+  fi
+fi
+
+# --- the starter configuration -------------------------------------------
+key_file="$config_dir/llm-api-key"
+if [ -e "$config" ]; then
+  did+=("kept the existing configuration $config")
+else
+  install -d -m 0750 "$config_dir"
+  base_url="${OPENAI_BASE_URL:-}"
+  if [ -z "$base_url" ] && [ -n "${OPENAI_API_KEY:-}" ]; then
+    base_url=https://api.openai.com/v1
+  fi
+  if [ -z "$model" ] && [ "$base_url" = https://api.openai.com/v1 ]; then
+    model=gpt-4o
+  fi
+  if [ -n "${OPENAI_API_KEY:-}" ] && [ ! -e "$key_file" ]; then
+    (umask 077 && printf '%s\n' "$OPENAI_API_KEY" >"$key_file")
+    did+=("wrote the API key to $key_file (mode 0600)")
+  fi
+  line() { # line VALUE TEXT: TEXT, commented out when VALUE is empty
+    if [ -n "$1" ]; then printf '%s\n' "$2"; else printf '# %s\n' "$2"; fi
+  }
+  tmp="$config.installing"
+  {
+    echo "# agentd's configuration, written by scripts/install.sh on $(date -u +%Y-%m-%d)."
+    echo "# Every key is in README.md, \"Configuration\". Check the setup with: agentd doctor"
+    echo "# install.sh never overwrites this file."
+    echo
+    echo "[llm]"
+    echo "# The OpenAI-compatible endpoint. Until one is set, runs end at once"
+    echo "# with these examples. OpenAI: https://api.openai.com/v1 (with a key);"
+    echo "# Ollama: http://127.0.0.1:11434/v1; llama.cpp's llama-server:"
+    echo "# http://127.0.0.1:8080/v1."
+    line "$base_url" "base_url = \"${base_url:-http://127.0.0.1:11434/v1}\""
+    line "$model" "model = \"${model:-qwen2.5:7b}\""
+    line "$([ -e "$key_file" ] && echo y)" 'api_key_file = "llm-api-key"   # beside this file, or a systemd credential'
+    echo
+    echo "[daemon]"
+    line "$state_dir" "state_dir = \"${state_dir:-$default_state}\""
+    if [ "$mode" = system ]; then
+      echo 'socket_group = "agentd-users"   # who may use the CLI (see README, "Running as a service")'
+    fi
+    echo "# max_concurrent_runs = 64"
+    echo
+    echo "[sandbox]"
+    echo "# image = \"agentd-sandbox:latest\"   # built by scripts/build-images.sh"
+  } >"$tmp"
+  chmod 0640 "$tmp"
+  mv -f "$tmp" "$config"
+  did+=("wrote a starter configuration $config")
+fi
+
+# --- systemd -------------------------------------------------------------
+unit_exec="$bin_dir/agentd serve --config $config"
+if [ -n "$service" ]; then
+  command -v systemctl >/dev/null 2>&1 || die "--service needs systemd (systemctl is missing)"
+  if [ "$mode" = system ]; then
+    getent group agentd-users >/dev/null || groupadd --system agentd-users
+    getent passwd agentd >/dev/null ||
+      useradd --system --user-group --home-dir /var/lib/agentd --shell /usr/sbin/nologin agentd
+    getent group docker >/dev/null && usermod -aG docker agentd
+    chgrp agentd "$config_dir" "$config"
+    if [ -e "$key_file" ]; then
+      chown root:root "$key_file" && chmod 0600 "$key_file"
+    fi
+    # The unit passes the key as a credential only when there is one.
+    sed -e "s|^ExecStart=.*|ExecStart=$unit_exec|" \
+        -e "$([ -e "$key_file" ] && echo "s|^LoadCredential=llm-api-key:.*|LoadCredential=llm-api-key:$key_file|" || echo 's|^LoadCredential=llm-api-key:|#&|')" \
+        dist/systemd/agentd.service >/etc/systemd/system/agentd.service.installing
+    mv -f /etc/systemd/system/agentd.service.installing /etc/systemd/system/agentd.service
+    install -m 0644 dist/systemd/agentd.socket /etc/systemd/system/agentd.socket
+    systemctl daemon-reload
+    systemctl enable --now agentd.socket agentd.service
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+      usermod -aG agentd-users "$SUDO_USER"
+      did+=("added $SUDO_USER to agentd-users (log in again to use the CLI without sudo)")
+    fi
+    did+=("installed and started agentd.socket and agentd.service")
+  else
+    units="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
+    mkdir -p "$units"
+    sed -e "s|^ExecStart=.*|ExecStart=$unit_exec|" dist/systemd/user/agentd.service \
+      >"$units/agentd.service.installing"
+    mv -f "$units/agentd.service.installing" "$units/agentd.service"
+    systemctl --user daemon-reload
+    systemctl --user enable --now agentd.service
+    did+=("installed and started the user unit $units/agentd.service")
+  fi
+fi
+
+# --- what was done, and what next ----------------------------------------
+for d in "${did[@]}"; do say "$d"; done
+case ":$PATH:" in
+  *":$bin_dir:"*) agentd="agentd" ;;
+  *) agentd="$bin_dir/agentd"; say "note: $bin_dir is not on PATH" ;;
+esac
+echo
+if [ -z "$service" ]; then
+  echo "next: start the daemon ($agentd serve --config $config &), or install it as a service with --service; then"
+fi
+echo "next: $agentd doctor && $agentd run manus \"Write fizzbuzz.py, run it, show the output.\""
