@@ -5,13 +5,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use agentd::agent::stuck::STUCK_PROMPT;
 use agentd::agent::{AgentConfig, Outcome, RunEvent, RunOptions};
 use agentd::chat::{Role, ToolChoice};
 use agentd::testkit::Reply;
-use common::Harness;
+use common::{recording, Harness};
 use serde_json::Value;
 
 /// The strategy's default system prompt, before the tool list it appends
@@ -54,15 +54,6 @@ fn stuck_steps(seen: &Mutex<Vec<RunEvent>>) -> Vec<u32> {
             _ => None,
         })
         .collect()
-}
-
-fn recording() -> (agentd::agent::EventSink, Arc<Mutex<Vec<RunEvent>>>) {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    (
-        Arc::new(move |e: &RunEvent| sink.lock().expect("events").push(e.clone())),
-        events,
-    )
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentd::agent::stuck::STUCK_PROMPT;
@@ -12,17 +12,8 @@ use agentd::agent::{AgentError, AgentState, Outcome, RunEvent, RunOptions};
 use agentd::chat::ToolChoice;
 use agentd::cli::exit;
 use agentd::testkit::Reply;
-use common::{tool_outputs, toolcall_agent, Harness, TOOLCALL_NEXT_STEP_PROMPT};
+use common::{recording, tool_outputs, toolcall_agent, Harness, TOOLCALL_NEXT_STEP_PROMPT};
 use tokio_util::sync::CancellationToken;
-
-fn recording() -> (agentd::agent::EventSink, Arc<Mutex<Vec<RunEvent>>>) {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    (
-        Arc::new(move |e: &RunEvent| sink.lock().expect("events").push(e.clone())),
-        events,
-    )
-}
 
 /// The last user message of each request the fake LLM received.
 fn last_user_prompts(requests: &[serde_json::Value]) -> Vec<String> {

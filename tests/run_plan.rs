@@ -6,12 +6,12 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use agentd::agent::{AgentConfig, EventSink, Outcome, Prior, RunEvent, RunOptions};
+use agentd::agent::{AgentConfig, Outcome, Prior, RunEvent, RunOptions};
 use agentd::chat::Message;
 use agentd::plan::{Plan, PlanStep, StepStatus};
-use common::Harness;
+use common::{recording, Harness};
 
 fn plan_story(max_steps: u32) -> AgentConfig {
     AgentConfig {
@@ -46,14 +46,6 @@ fn greet(done: bool) -> Plan {
             },
         ],
     }
-}
-
-fn recording() -> (EventSink, Arc<Mutex<Vec<RunEvent>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let events: EventSink =
-        Arc::new(move |e: &RunEvent| sink.lock().expect("lock").push(e.clone()));
-    (events, seen)
 }
 
 /// Each plan change, as `(step, plan)`, in the order emitted.

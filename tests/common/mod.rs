@@ -44,6 +44,19 @@ pub fn built_python_plugins() -> &'static Path {
     })
 }
 
+/// An event sink for `RunOptions::events` and what it has seen so far.
+pub fn recording() -> (
+    agentd::agent::EventSink,
+    Arc<std::sync::Mutex<Vec<agentd::agent::RunEvent>>>,
+) {
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = events.clone();
+    (
+        Arc::new(move |e: &agentd::agent::RunEvent| sink.lock().expect("events").push(e.clone())),
+        events,
+    )
+}
+
 /// A fresh plugins folder holding copies of the named components.
 pub fn plugins_dir(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
