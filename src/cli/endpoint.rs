@@ -22,7 +22,9 @@ pub fn socket_path(flag: Option<&Path>, config: Option<&Path>) -> Result<PathBuf
     Ok(choose(None, configured, client_socket_path))
 }
 
-fn choose(
+/// `flag`, else `configured`, else the fallback: the order every command
+/// finds the socket in.
+pub(super) fn choose(
     flag: Option<PathBuf>,
     configured: Option<PathBuf>,
     fallback: impl FnOnce() -> PathBuf,

@@ -2,6 +2,7 @@
 
 mod ask;
 mod client;
+mod doctor;
 mod endpoint;
 pub mod exit;
 mod follow;
@@ -75,6 +76,23 @@ pub enum Command {
     Status(JsonArgs),
     /// The Model Context Protocol: the MCP servers agents use.
     Mcp(mcp::McpArgs),
+    /// Check that everything an agent's runs need is in place, one line
+    /// each with the fix (exit 0 only when all is).
+    Doctor(DoctorArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// Configuration file (default: $AGENTD_CONFIG, then /etc/agentd/agentd.toml
+    /// for root or ~/.config/agentd/agentd.toml, then built-in defaults).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print `{"ok": ..., "checks": [{"name", "ok", "detail", "fix"}]}`.
+    #[arg(long)]
+    pub json: bool,
+    /// The agent whose strategy, tools and model are checked.
+    #[arg(long, value_name = "NAME", default_value = "manus")]
+    pub agent: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -223,6 +241,7 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Run(args) if args.local => run_local::run(args).await,
         Command::Plugins(args) if args.local => run_local::plugins(args).await,
         Command::Plugin(args) => plugin_kit::main(args, socket).await,
+        Command::Doctor(args) => doctor::run(args, socket).await,
         Command::Run(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 remote_run::run(&c, &args).await

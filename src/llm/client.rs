@@ -296,14 +296,9 @@ impl LlmClient {
             .await
             .map_err(|e| e.unwrap_or_else(|e| self.transport_error(e)))?;
         if !status.is_success() {
-            let message = serde_json::from_slice::<ErrorBody>(&bytes)
-                .map(|b| b.error.message)
-                .unwrap_or_else(|_| {
-                    String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into_owned()
-                });
             return Err(LlmError::Status {
                 status: status.as_u16(),
-                message,
+                message: error_message(&bytes),
                 retry_after,
             });
         }
@@ -341,35 +336,59 @@ impl LlmClient {
     }
 
     fn transport_error(&self, e: reqwest::Error) -> LlmError {
-        if e.is_timeout() {
-            LlmError::Timeout(self.settings.request_timeout)
-        } else if e.is_builder() {
-            // The request could not even be formed: the same would happen on
-            // every try, so this is a settings problem, not a network one.
-            LlmError::NotConfigured(format!(
-                "cannot send a request to {}: {}",
-                self.url,
-                error_chain(&e)
-            ))
-        } else if let Some(message) = certificate_problem(&e) {
-            LlmError::Certificate {
-                url: self.url.clone(),
-                message,
-            }
-        } else {
-            LlmError::Connect {
-                url: self.url.clone(),
-                message: error_chain(&e),
-            }
+        transport_error(e, &self.url, self.settings.request_timeout)
+    }
+
+    /// A GET of `url` on this client (its CA, its pool) with the key, for
+    /// the endpoint's other routes ([`super::models`]).
+    pub(super) fn get(&self, url: &str) -> reqwest::RequestBuilder {
+        let req = self.http.get(url);
+        match self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
+            Some(key) => req.bearer_auth(key),
+            None => req,
         }
     }
+}
+
+/// A request to `url` that got no HTTP answer, classified: a timeout (after
+/// `timeout`), settings no request can succeed with, a refused
+/// certificate, or no connection.
+pub(super) fn transport_error(e: reqwest::Error, url: &str, timeout: Duration) -> LlmError {
+    if e.is_timeout() {
+        LlmError::Timeout(timeout)
+    } else if e.is_builder() {
+        // The request could not even be formed: the same would happen on
+        // every try, so this is a settings problem, not a network one.
+        LlmError::NotConfigured(format!(
+            "cannot send a request to {url}: {}",
+            error_chain(&e)
+        ))
+    } else if let Some(message) = certificate_problem(&e) {
+        LlmError::Certificate {
+            url: url.to_string(),
+            message,
+        }
+    } else {
+        LlmError::Connect {
+            url: url.to_string(),
+            message: error_chain(&e),
+        }
+    }
+}
+
+/// What an error answer says: the OpenAI-shaped `error.message`, else the
+/// start of the body as it came.
+pub(super) fn error_message(bytes: &[u8]) -> String {
+    serde_json::from_slice::<ErrorBody>(bytes)
+        .map(|b| b.error.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into_owned())
 }
 
 /// A chat response is a few kilobytes; a server streaming without end must
 /// not grow the daemon's memory.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
-async fn read_capped(
+pub(super) async fn read_capped(
     mut resp: reqwest::Response,
 ) -> Result<Vec<u8>, Result<LlmError, reqwest::Error>> {
     let mut body = Vec::new();

@@ -1,9 +1,11 @@
 //! A thin client for OpenAI-compatible chat completions (OpenAI, Ollama,
 //! vLLM, llama.cpp): serde types that tolerate unknown fields, retries where
-//! retrying is safe, and nothing else.
+//! retrying is safe, and nothing else; and `GET /models` (`models`), which
+//! `agentd doctor` asks.
 
 mod client;
 mod error;
+mod models;
 mod retry;
 pub mod setup;
 mod wire;
@@ -13,4 +15,5 @@ pub use client::{
     LlmClient, LlmSettings,
 };
 pub use error::LlmError;
+pub use models::ModelList;
 pub use retry::RetryPolicy;

@@ -15,7 +15,7 @@ use crate::sync::LockExt;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
@@ -94,6 +94,8 @@ struct Script {
     next_call_id: u64,
     /// Benchmarks turn recording off so memory stays flat.
     no_recording: bool,
+    /// The ids `GET /v1/models` lists.
+    models: Vec<String>,
 }
 
 pub struct FakeLlm {
@@ -110,10 +112,13 @@ impl FakeLlm {
     pub async fn start() -> std::io::Result<Self> {
         let script = Arc::new(Mutex::new(Script {
             prompt_tokens: 10,
+            // The model the tests' configurations name.
+            models: vec!["fake".into()],
             ..Script::default()
         }));
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
+            .route("/v1/models", get(models))
             // axum's default (2 MiB) is far below what real endpoints take:
             // a conversation carrying a few 1 MiB tool results is normal.
             .layer(axum::extract::DefaultBodyLimit::max(256 << 20))
@@ -196,6 +201,14 @@ impl FakeLlm {
         self
     }
 
+    /// The model ids `GET /v1/models` lists (`["fake"]` at first; empty
+    /// for a server that lists none). Model-list requests are not recorded
+    /// in [`requests`](Self::requests), which holds chat requests only.
+    pub fn set_models(&self, ids: &[&str]) -> &Self {
+        self.lock().models = ids.iter().map(|id| id.to_string()).collect();
+        self
+    }
+
     /// Stops keeping request bodies (for long benchmarks); `requests()` then
     /// returns only what came before.
     pub fn set_recording(&self, on: bool) -> &Self {
@@ -227,6 +240,17 @@ impl Drop for FakeLlm {
         // make graceful shutdown wait; the thread ends on its own.
         drop(self.server.take());
     }
+}
+
+/// OpenAI's list shape, as `GET /v1/models` answers it.
+async fn models(State(script): State<Arc<Mutex<Script>>>) -> Response {
+    let data: Vec<Value> = script
+        .lock_unpoisoned()
+        .models
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "owned_by": "fake-llm"}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn handle(
