@@ -728,10 +728,17 @@ async fn check_llm(config: &Config, agent: &str) -> Check {
     let base_url = settings.base_url.clone();
     let model = settings.model.clone();
     if base_url.is_empty() {
+        // The same lines a run that needs the endpoint ends with.
+        let examples: String = crate::llm::setup::ENDPOINT_EXAMPLES
+            .lines()
+            .map(|l| format!("\n  {l}"))
+            .collect();
         return Check::fail(
             "llm",
             "no LLM endpoint is configured ([llm] base_url, $OPENAI_BASE_URL or an API key)",
-            "set [llm] base_url and model in the configuration (e.g. base_url = \"http://localhost:11434/v1\" for Ollama), or $OPENAI_API_KEY for OpenAI",
+            format!(
+                "add one of these to the configuration, or set $OPENAI_BASE_URL (and $OPENAI_API_KEY) where agentd runs:{examples}"
+            ),
         );
     }
     if let Err(e) = config.llm.check_api_key(agent) {
