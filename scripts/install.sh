@@ -183,7 +183,9 @@ else
     echo "[daemon]"
     line "$state_dir" "state_dir = \"${state_dir:-$default_state}\""
     if [ "$mode" = system ]; then
-      echo 'socket_group = "agentd-users"   # who may use the CLI (see README, "Running as a service")'
+      # The group exists once --service has made it; naming one that does
+      # not exist would stop the daemon from starting.
+      line "$service" 'socket_group = "agentd-users"   # who may use the CLI (see README, "Running as a service")'
     fi
     echo "# max_concurrent_runs = 64"
     echo
@@ -221,6 +223,9 @@ if [ -n "$service" ]; then
       did+=("added $SUDO_USER to agentd-users (log in again to use the CLI without sudo)")
     fi
     did+=("installed and started agentd.socket and agentd.service")
+    if ! grep -q '^socket_group *= *"agentd-users"' "$config"; then
+      did+=("note: $config does not set [daemon] socket_group = \"agentd-users\": until it does, only root and the agentd user may use the socket")
+    fi
   else
     units="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
     mkdir -p "$units"
