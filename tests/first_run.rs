@@ -347,3 +347,60 @@ async fn a_missing_plugins_folder_is_made_trusted_under_a_loose_umask() {
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(30)));
     assert_eq!(record["outcome"], "finished", "{record}");
 }
+
+/// `agentd paths`: the folders a daemon with this configuration would use,
+/// as `key=value` lines scripts read (a path with spaces intact), or the
+/// loader's `FILE:LINE` when the file does not load.
+#[test]
+fn paths_prints_where_a_daemon_with_this_configuration_keeps_things() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = dir.path().join("my state");
+    let plugins = dir.path().join("plug ins");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nstate_dir = \"{}\"\nplugins_dir = \"{}\"\nsocket = \"/tmp/x.sock\"\n",
+            state.display(),
+            plugins.display()
+        ),
+    )
+    .expect("config");
+    let shown = config.display().to_string();
+    let out = agentd(&["paths", "--config", &shown], &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "config={shown}\nstate_dir={}\nplugins_dir={}\nsocket=/tmp/x.sock\n",
+            state.display(),
+            plugins.display()
+        )
+    );
+    let out = agentd(&["paths", "--json", "--config", &shown], &[]);
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["plugins_dir"], plugins.display().to_string());
+
+    // Without plugins_dir, it is the state folder's `plugins`.
+    std::fs::write(
+        &config,
+        format!("[daemon]\nstate_dir = \"{}\"\n", state.display()),
+    )
+    .expect("config");
+    let out = agentd(&["paths", "--config", &shown], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains(&format!(
+            "plugins_dir={}\n",
+            state.join("plugins").display()
+        )),
+        "{text}"
+    );
+
+    std::fs::write(&config, "[daemon]\nstate_dri = \"/x\"\n").expect("config");
+    let out = agentd(&["paths", "--config", &shown], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{shown}:2")), "{stderr}");
+}
