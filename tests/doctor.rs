@@ -557,3 +557,66 @@ async fn without_config_a_running_daemon_runs_the_checks_as_itself() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("unknown agent `nobody`"), "{stderr}");
 }
+
+/// Root checking a system install while its daemon is down: the state and
+/// plugins folders belong to the service's user (systemd's
+/// `StateDirectory=` chowns them), and the daemon, running as that user,
+/// trusts them. The doctor judges them as that user too, instead of
+/// failing the folder with a needless "chown it to root". As another
+/// user, a folder someone else owns still fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_judges_the_plugins_folder_as_the_state_folders_owner() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test checks what root sees on a system install: run the suite as root (CI does)"
+    );
+    const SERVICE_UID: u32 = 65534;
+    let e = env().await;
+    let state = e.dir.path().join("service-state");
+    let plugins = state.join("plugins");
+    manus_plugins_in(&plugins, &[]);
+    for path in [&state, &plugins] {
+        std::os::unix::fs::chown(path, Some(SERVICE_UID), Some(SERVICE_UID)).expect("chown");
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    for entry in std::fs::read_dir(&plugins).expect("ls") {
+        let path = entry.expect("entry").path();
+        std::os::unix::fs::chown(&path, Some(SERVICE_UID), Some(SERVICE_UID)).expect("chown");
+    }
+    let state_line = format!(
+        "state_dir = \"{}\"",
+        e.daemon.dir.path().join("state").display()
+    );
+    let plugins_line = format!("plugins_dir = \"{}\"", e.daemon.plugins.path().display());
+    let config = e.config(|t| {
+        t.replace(&state_line, &format!("state_dir = \"{}\"", state.display()))
+            .replace(
+                &plugins_line,
+                &format!("plugins_dir = \"{}\"", plugins.display()),
+            )
+    });
+    let d = e.doctor(&config);
+    d.assert_fails(&[]);
+    d.says(
+        "plugins",
+        "detail",
+        &[
+            "1 strategy and 4 tools load",
+            &format!("judged as uid {SERVICE_UID}, the state folder's owner"),
+        ],
+    );
+
+    // A state folder of root's own: root judges as root, and a plugins
+    // folder another user owns is refused, as the daemon would.
+    std::os::unix::fs::chown(&state, Some(0), Some(0)).expect("chown");
+    let d = e.doctor(&config);
+    d.assert_fails(&["plugins"]);
+    d.says(
+        "plugins",
+        "detail",
+        &[&format!("belongs to uid {SERVICE_UID}")],
+    );
+}

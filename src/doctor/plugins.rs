@@ -29,7 +29,8 @@ pub(super) async fn check_plugins(
     agent: Option<&AgentConfig>,
 ) -> Check {
     let dir = &config.daemon.plugins_dir;
-    let source = match plugins_source(dir) {
+    let user = daemon_user(&config.daemon.state_dir);
+    let source = match plugins_source(dir, user) {
         Ok(s) => s,
         Err(check) => return check,
     };
@@ -38,7 +39,7 @@ pub(super) async fn check_plugins(
         Source::Bundle(b, _) => b.dir().to_path_buf(),
     };
     let host = match plugin_host(config).await {
-        Ok(h) => h,
+        Ok(h) => h.with_checks_as(user),
         Err(e) => {
             return Check::fail(
                 "plugins",
@@ -72,6 +73,11 @@ pub(super) async fn check_plugins(
             b.dir().display()
         ),
     };
+    if user != trust::euid() {
+        detail.push_str(&format!(
+            " (judged as uid {user}, the state folder's owner, whom the daemon runs as)"
+        ));
+    }
     if !report.failed.is_empty() {
         let failed: Vec<String> = report
             .failed
@@ -131,7 +137,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 /// The folder itself: missing or empty means the bundle (if there is one),
 /// and anything the daemon would refuse or fail to read is the check's
 /// failure.
-fn plugins_source(dir: &Path) -> Result<Source, Check> {
+fn plugins_source(dir: &Path, user: u32) -> Result<Source, Check> {
     let shown = dir.display();
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -143,7 +149,7 @@ fn plugins_source(dir: &Path) -> Result<Source, Check> {
             ))
         }
         Ok(_) => {
-            if let Err(e) = trust::check_dir("plugins folder", dir) {
+            if let Err(e) = trust::check_dir_as("plugins folder", dir, user) {
                 return Err(Check::fail_split("plugins", &e.to_string(), trust_fix(&e)));
             }
         }
@@ -204,6 +210,22 @@ fn trust_fix(e: &TrustError) -> String {
         TrustError::Writable { path, .. } => {
             format!("chmod go-w {}, and check what is in it", path.display())
         }
+    }
+}
+
+/// The user whose trust rules the daemon applies: this process's, except
+/// when root checks a state folder another user owns. That is a system
+/// service's `User=` (systemd's `StateDirectory=` chowns the folder to it),
+/// and judging its plugins folder as root would fail a folder the daemon
+/// itself accepts, with a fix (chown to root) that is not needed.
+fn daemon_user(state_dir: &Path) -> u32 {
+    let me = trust::euid();
+    if me != 0 {
+        return me;
+    }
+    match std::fs::symlink_metadata(state_dir) {
+        Ok(m) if m.is_dir() => m.uid(),
+        _ => me,
     }
 }
 

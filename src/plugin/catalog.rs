@@ -254,6 +254,13 @@ impl Catalog {
         self
     }
 
+    /// The file checks judge as `uid` would instead of this process: what
+    /// a daemon running as `uid` would load (see `trust::check_dir_as`).
+    pub fn with_checks_as(mut self, uid: u32) -> Self {
+        self.rules.as_user = Some(uid);
+        self
+    }
+
     /// The set a run should use from start to finish.
     pub fn snapshot(&self) -> Arc<PluginSet> {
         self.current.read_unpoisoned().clone()
@@ -321,7 +328,11 @@ impl Catalog {
         dir: &Path,
         scope: Scope<'_>,
     ) -> Result<Vec<PluginChange>, PluginError> {
-        trust::check_dir("plugins folder", dir)?;
+        trust::check_dir_as(
+            "plugins folder",
+            dir,
+            self.rules.as_user.unwrap_or_else(trust::euid),
+        )?;
         let listed = list_plugin_files(dir, self.rules.follow_symlinks).await?;
         // Bytes that failed are tried again on a full rescan: the failure may
         // have been the moment's (a probe timing out on a busy machine), not

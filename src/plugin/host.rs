@@ -69,6 +69,14 @@ impl PluginHost {
         }
     }
 
+    /// See [`Catalog::with_checks_as`].
+    pub fn with_checks_as(self, uid: u32) -> Self {
+        PluginHost {
+            loader: self.loader,
+            catalog: self.catalog.with_checks_as(uid),
+        }
+    }
+
     /// See [`Loader::cache_dir`].
     pub fn cache_dir(&self) -> Option<&Path> {
         self.loader.cache_dir()

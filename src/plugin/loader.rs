@@ -119,6 +119,7 @@ impl Loader {
         let rules = ReadRules {
             follow_symlinks: true,
             check_files: false,
+            as_user: None,
         };
         let (bytes, sha) = read_component(path, rules)
             .await
@@ -278,6 +279,10 @@ pub(super) struct ReadRules {
     /// user-private groups make 0664 files the norm and the only one who can
     /// plant code is someone who could already run it as that user.
     pub check_files: bool,
+    /// Whose view `check_files` takes: this process's user when `None`,
+    /// else this uid's (the doctor, run by root, judging as the service's
+    /// user).
+    pub as_user: Option<u32>,
 }
 
 /// Why a plugin file was not read.
@@ -342,7 +347,8 @@ pub(super) async fn read_component(
         })?;
         let meta = file.metadata()?;
         if rules.check_files {
-            trust::check_file(&path, &meta).map_err(ReadError::Untrusted)?;
+            let user = rules.as_user.unwrap_or_else(trust::euid);
+            trust::check_file_as(&path, &meta, user).map_err(ReadError::Untrusted)?;
         }
         let len = meta.len();
         if len > MAX_COMPONENT_BYTES {

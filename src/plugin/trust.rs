@@ -103,6 +103,13 @@ pub fn euid() -> u32 {
 /// this process's user or root, writable by no one else. `what` names it in
 /// the message ("plugins folder", "compile cache folder").
 pub fn check_dir(what: &'static str, dir: &Path) -> Result<(), TrustError> {
+    check_dir_as(what, dir, euid())
+}
+
+/// [`check_dir`] judged for `user` instead of this process: what a daemon
+/// running as `user` would decide. `agentd doctor` run by root on a system
+/// install checks the folders as the service's user, who owns them.
+pub fn check_dir_as(what: &'static str, dir: &Path, user: u32) -> Result<(), TrustError> {
     let meta = std::fs::symlink_metadata(dir).map_err(|e| TrustError::Inspect {
         what,
         path: dir.to_path_buf(),
@@ -120,7 +127,7 @@ pub fn check_dir(what: &'static str, dir: &Path) -> Result<(), TrustError> {
             path: dir.to_path_buf(),
         });
     }
-    check_meta(what, dir, meta.uid(), meta.mode())
+    check_meta_as(what, dir, meta.uid(), meta.mode(), user)
 }
 
 /// Checks a plugin file already opened at `path`, from `meta`, the
@@ -129,12 +136,27 @@ pub fn check_dir(what: &'static str, dir: &Path) -> Result<(), TrustError> {
 /// descriptor that is then read, not the name, means a file swapped in
 /// after the check is never the one read.
 pub fn check_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), TrustError> {
-    check_meta("plugin file", path, meta.uid(), meta.mode())
+    check_file_as(path, meta, euid())
+}
+
+/// [`check_file`] judged for `user` (see [`check_dir_as`]).
+pub fn check_file_as(path: &Path, meta: &std::fs::Metadata, user: u32) -> Result<(), TrustError> {
+    check_meta_as("plugin file", path, meta.uid(), meta.mode(), user)
 }
 
 /// The owner and mode rule, on values already read (an `fstat`).
 pub fn check_meta(what: &'static str, path: &Path, uid: u32, mode: u32) -> Result<(), TrustError> {
-    let me = euid();
+    check_meta_as(what, path, uid, mode, euid())
+}
+
+/// [`check_meta`] judged for the user `me`.
+fn check_meta_as(
+    what: &'static str,
+    path: &Path,
+    uid: u32,
+    mode: u32,
+    me: u32,
+) -> Result<(), TrustError> {
     if uid != me && uid != 0 {
         return Err(TrustError::Owner {
             what,
