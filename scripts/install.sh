@@ -32,13 +32,17 @@
 # Environment read for a new config: OPENAI_BASE_URL (the endpoint) and
 # OPENAI_API_KEY (stored in a 0600 file beside the config, never in it).
 set -euo pipefail
+# Before the arguments are shifted away and before the cd: the hints and
+# usage below need both.
+orig_args=("$@")
 caller_pwd="$(pwd)"
-cd "$(dirname "$0")/.."
+script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+cd "$(dirname "$script")/.."
 repo="$(pwd)"
 
 say() { printf 'install: %s\n' "$*"; }
 die() { printf 'install: ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$script" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 mode=
 prefix=
@@ -74,7 +78,7 @@ if [ -z "$mode" ]; then
   if [ "$(id -u)" = 0 ]; then mode=system; else mode=user; fi
 fi
 if [ "$mode" = system ] && [ "$(id -u)" != 0 ]; then
-  die "a system install needs root: sudo $0 $*"
+  die "a system install needs root: sudo$(printf ' %q' "$script" "${orig_args[@]}")"
 fi
 if [ "$mode" = system ]; then
   prefix="${prefix:-/usr/local}"
