@@ -20,7 +20,9 @@
 # Options:
 #   --prefix DIR      where bin/ and lib/ go
 #   --config FILE     the configuration file to write if missing
-#   --state-dir DIR   the daemon's state folder (written into a new config)
+#   --state-dir DIR   the daemon's state folder (written into a new config);
+#                     refused with a system --service, whose unit may write
+#                     only /var/lib/agentd
 #   --system|--user   choose the layout instead of going by the user id
 #   --service         install and start the systemd units (system, or
 #                     `systemctl --user` for a user install)
@@ -76,6 +78,16 @@ state_dir="$(abs "$state_dir")"; binary="$(abs "$binary")"
 
 if [ -z "$mode" ]; then
   if [ "$(id -u)" = 0 ]; then mode=system; else mode=user; fi
+fi
+# Refused before anything is built or installed. The system unit runs the
+# daemon with ProtectSystem=strict and StateDirectory=agentd: the only
+# folder it can write is /var/lib/agentd, made and owned for it by systemd.
+# Any other state folder would be read-only to it, and root's.
+if [ "$mode" = system ] && [ -n "$service" ] && [ -n "$state_dir" ]; then
+  while [ "${state_dir%/}" != "$state_dir" ] && [ "$state_dir" != / ]; do state_dir="${state_dir%/}"; done
+  if [ "$state_dir" != /var/lib/agentd ]; then
+    die "--state-dir $state_dir cannot be used with a system --service: the unit runs agentd with ProtectSystem=strict and StateDirectory=agentd, so /var/lib/agentd is the only folder it may write, and $state_dir would be read-only to it (and root's). Drop --state-dir (the state goes to /var/lib/agentd), or install without --service and write your own unit (ReadWritePaths=, the folder owned by the daemon's user)."
+  fi
 fi
 if [ "$mode" = system ] && [ "$(id -u)" != 0 ]; then
   die "a system install needs root: sudo$(printf ' %q' "$script" "${orig_args[@]}")"
