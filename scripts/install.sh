@@ -232,13 +232,17 @@ if [ -n "$service" ]; then
         dist/systemd/agentd.service >/etc/systemd/system/agentd.service.installing
     mv -f /etc/systemd/system/agentd.service.installing /etc/systemd/system/agentd.service
     install -m 0644 dist/systemd/agentd.socket /etc/systemd/system/agentd.socket
+    # An upgrade: a daemon already running would go on with the old binary
+    # and units until restarted. try-restart restarts it only if it runs.
     systemctl daemon-reload
-    systemctl enable --now agentd.socket agentd.service
+    systemctl enable agentd.socket agentd.service
+    systemctl try-restart agentd.service
+    systemctl start agentd.socket agentd.service
     if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
       usermod -aG agentd-users "$SUDO_USER"
       did+=("added $SUDO_USER to agentd-users (log in again to use the CLI without sudo)")
     fi
-    did+=("installed and started agentd.socket and agentd.service")
+    did+=("installed and (re)started agentd.socket and agentd.service")
     if ! grep -q '^socket_group *= *"agentd-users"' "$config"; then
       did+=("note: $config does not set [daemon] socket_group = \"agentd-users\": until it does, only root and the agentd user may use the socket")
     fi
@@ -249,8 +253,10 @@ if [ -n "$service" ]; then
       >"$units/agentd.service.installing"
     mv -f "$units/agentd.service.installing" "$units/agentd.service"
     systemctl --user daemon-reload
-    systemctl --user enable --now agentd.service
-    did+=("installed and started the user unit $units/agentd.service")
+    systemctl --user enable agentd.service
+    systemctl --user try-restart agentd.service
+    systemctl --user start agentd.service
+    did+=("installed and (re)started the user unit $units/agentd.service")
   fi
 fi
 
