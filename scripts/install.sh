@@ -92,6 +92,17 @@ fi
 if [ "$mode" = system ] && [ "$(id -u)" != 0 ]; then
   die "a system install needs root: sudo$(printf ' %q' "$script" "${orig_args[@]}")"
 fi
+# --service needs a service manager to talk to; find out before changing
+# anything.
+if [ -n "$service" ]; then
+  command -v systemctl >/dev/null 2>&1 || die "--service needs systemd (systemctl is missing)"
+  if [ "$mode" = system ]; then
+    [ -d /run/systemd/system ] ||
+      die "--service needs systemd running as the init system (/run/systemd/system is missing): install without --service and start agentd yourself"
+  elif ! systemctl --user show-environment >/dev/null 2>&1; then
+    die "systemctl --user cannot reach your user's service manager (no user bus: e.g. a shell from 'sudo su $(id -un)', or ssh without lingering). Run 'loginctl enable-linger $(id -un)' and log in again through a real session (ssh or a console login), or set XDG_RUNTIME_DIR=/run/user/$(id -u) if that session exists; or install without --service"
+  fi
+fi
 if [ "$mode" = system ]; then
   prefix="${prefix:-/usr/local}"
   config="${config:-/etc/agentd/agentd.toml}"
@@ -216,7 +227,6 @@ fi
 # --- systemd -------------------------------------------------------------
 unit_exec="$bin_dir/agentd serve --config $config"
 if [ -n "$service" ]; then
-  command -v systemctl >/dev/null 2>&1 || die "--service needs systemd (systemctl is missing)"
   if [ "$mode" = system ]; then
     getent group agentd-users >/dev/null || groupadd --system agentd-users
     getent passwd agentd >/dev/null ||
