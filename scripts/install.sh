@@ -164,7 +164,13 @@ did+=("installed the bundled plugins into $plugins_dir")
 # --- docker and the sandbox images ---------------------------------------
 if [ -n "$docker" ]; then
   if [ "$(id -u)" = 0 ] || docker version >/dev/null 2>&1; then
-    scripts/ensure-docker.sh
+    if [ "$mode" = system ] && [ -n "$service" ]; then
+      # The service wants docker.service (After=, Wants=): use that engine
+      # rather than start a second, one-off dockerd beside it.
+      AGENTD_DOCKER_USE_SYSTEMD=1 scripts/ensure-docker.sh
+    else
+      scripts/ensure-docker.sh
+    fi
     scripts/build-images.sh --no-ensure
     did+=("checked the Docker engine and the sandbox images")
   else
