@@ -36,7 +36,8 @@
 set -euo pipefail
 # Before the arguments are shifted away and before the cd: the hints and
 # usage below need both.
-orig_args=("$@")
+args_shown=
+[ $# -eq 0 ] || args_shown="$(printf ' %q' "$@")"
 caller_pwd="$(pwd)"
 script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$script")/.."
@@ -90,7 +91,7 @@ if [ "$mode" = system ] && [ -n "$service" ] && [ -n "$state_dir" ]; then
   fi
 fi
 if [ "$mode" = system ] && [ "$(id -u)" != 0 ]; then
-  die "a system install needs root: sudo$(printf ' %q' "$script" "${orig_args[@]}")"
+  die "a system install needs root: sudo $(printf '%q' "$script")$args_shown"
 fi
 # --service needs a service manager to talk to; find out before changing
 # anything.
@@ -120,20 +121,53 @@ config_dir="$(dirname "$config")"
 did=()
 
 # --- build ---------------------------------------------------------------
-command -v cargo >/dev/null 2>&1 ||
-  die "cargo is missing: install Rust with https://rustup.rs (rustup), then run this again"
-if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+# Under sudo the build is the invoking user's when the checkout is theirs:
+# with their toolchain (sudo's secure_path hides ~/.cargo/bin, and root
+# running their rustup would leave root's files in their home), and
+# target/ stays theirs instead of root's. Only installing is root's.
+build_user=
+if [ "$(id -u)" = 0 ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ] &&
+   [ "$(stat -c %u "$repo")" = "$(id -u "$SUDO_USER" 2>/dev/null)" ]; then
+  build_user="$SUDO_USER"
+  sudo_home="$(getent passwd "$SUDO_USER" | cut -d: -f6)"
+  if [ -n "$sudo_home" ] && [ -x "$sudo_home/.cargo/bin/cargo" ]; then
+    PATH="$sudo_home/.cargo/bin:$PATH"
+  fi
+  built=(plugins/target)
+  [ -n "$binary" ] || built+=(target)
+  for t in "${built[@]}"; do
+    if [ -e "$t" ] && [ -n "$(find "$t" ! -user "$build_user" -print -quit)" ]; then
+      die "$repo/$t holds files that are not $build_user's (an earlier install built as root); the build runs as $build_user: sudo chown -R $build_user: $repo/$t, then run this again"
+    fi
+  done
+fi
+as_builder() { # as_builder COMMAND...: COMMAND as the build user, with this PATH
+  if [ -z "$build_user" ]; then
+    "$@"
+  elif command -v runuser >/dev/null 2>&1; then
+    runuser -u "$build_user" -- env PATH="$PATH" "$@"
+  else
+    sudo -u "$build_user" -H env PATH="$PATH" "$@"
+  fi
+}
+if ! as_builder sh -c 'command -v cargo' >/dev/null 2>&1; then
+  if [ -n "${SUDO_USER:-}" ] && [ -z "$build_user" ]; then
+    die "cargo is missing from root's PATH (under sudo, $SUDO_USER's ~/.cargo/bin is used only to build in a checkout of theirs, and $repo is not): install Rust with https://rustup.rs (rustup), or build in your own checkout, then run this again"
+  fi
+  die "cargo is missing${build_user:+ for $build_user}: install Rust with https://rustup.rs (rustup), then run this again"
+fi
+if ! as_builder rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
   say "adding the wasm32-wasip2 target"
-  rustup target add wasm32-wasip2
+  as_builder rustup target add wasm32-wasip2
 fi
 if [ -z "$binary" ]; then
-  say "building agentd (release; about 8 minutes on 2 cores the first time)"
-  cargo build --release --locked --bin agentd
+  say "building agentd${build_user:+ as $build_user} (release; about 8 minutes on 2 cores the first time)"
+  as_builder cargo build --release --locked --bin agentd
   binary=target/release/agentd
 fi
 [ -x "$binary" ] || die "$binary is not an executable"
-say "building the bundled plugins"
-scripts/build-plugins.sh --bundled >/dev/null
+say "building the bundled plugins${build_user:+ as $build_user}"
+as_builder scripts/build-plugins.sh --bundled >/dev/null
 
 # --- install -------------------------------------------------------------
 # Copy, then rename over: a running daemon (or a shell running agentd)
@@ -228,6 +262,9 @@ else
   chmod 0640 "$tmp"
   mv -f "$tmp" "$config"
   did+=("wrote a starter configuration $config")
+  if [ "$(id -u)" = 0 ] && [ -n "${SUDO_USER:-}" ] && [ -z "${OPENAI_API_KEY:-}${OPENAI_BASE_URL:-}" ]; then
+    did+=("note: sudo drops OPENAI_API_KEY and OPENAI_BASE_URL from the environment (neither reached this script), so $config names no endpoint: edit its [llm], or delete it and run again with them passed through: sudo env OPENAI_API_KEY=sk-... $(printf '%q' "$script")$args_shown")
+  fi
 fi
 
 # --- systemd -------------------------------------------------------------
