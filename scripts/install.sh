@@ -45,6 +45,18 @@ repo="$(pwd)"
 
 say() { printf 'install: %s\n' "$*"; }
 die() { printf 'install: ERROR: %s\n' "$*" >&2; exit 1; }
+# toml_str VALUE: VALUE as a TOML basic string ("...", \ and " escaped).
+toml_str() { local v="${1//\\/\\\\}"; v="${v//\"/\\\"}"; printf '"%s"' "$v"; }
+# sd_exe PATH, sd_arg VALUE: the program and an argument of a systemd
+# Exec*= line, double-quoted with % (specifiers) doubled. An argument also
+# gets \ and " escaped and $ (variables) doubled; the program is taken as
+# it is, and systemd refuses one with a quote or a backslash (checked
+# before anything is installed).
+sd_exe() { printf '"%s"' "${1//%/%%}"; }
+sd_arg() {
+  local v="${1//\\/\\\\}"; v="${v//\"/\\\"}"; v="${v//%/%%}"; v="${v//\$/\$\$}"
+  printf '"%s"' "$v"
+}
 usage() { sed -n '2,/^set -euo/p' "$script" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 mode=
@@ -118,6 +130,11 @@ bin_dir="$prefix/bin"
 bundle_dir="$prefix/lib/agentd/plugins"
 plugins_dir="$state/plugins"
 config_dir="$(dirname "$config")"
+if [ -n "$service" ]; then
+  case "$bin_dir" in
+    *[\"\'\\]*) die "systemd refuses a program path with a quote or a backslash in it ($bin_dir/agentd): choose another --prefix" ;;
+  esac
+fi
 did=()
 
 # --- build ---------------------------------------------------------------
@@ -243,12 +260,12 @@ else
     echo "# with these examples. OpenAI: https://api.openai.com/v1 (with a key);"
     echo "# Ollama: http://127.0.0.1:11434/v1; llama.cpp's llama-server:"
     echo "# http://127.0.0.1:8080/v1."
-    line "$base_url" "base_url = \"${base_url:-http://127.0.0.1:11434/v1}\""
-    line "$model" "model = \"${model:-qwen2.5:7b}\""
+    line "$base_url" "base_url = $(toml_str "${base_url:-http://127.0.0.1:11434/v1}")"
+    line "$model" "model = $(toml_str "${model:-qwen2.5:7b}")"
     line "$([ -e "$key_file" ] && echo y)" 'api_key_file = "llm-api-key"   # beside this file, or a systemd credential'
     echo
     echo "[daemon]"
-    line "$state_dir" "state_dir = \"${state_dir:-$default_state}\""
+    line "$state_dir" "state_dir = $(toml_str "${state_dir:-$default_state}")"
     if [ "$mode" = system ]; then
       # The group exists once --service has made it; naming one that does
       # not exist would stop the daemon from starting.
@@ -268,7 +285,29 @@ else
 fi
 
 # --- systemd -------------------------------------------------------------
-unit_exec="$bin_dir/agentd serve --config $config"
+unit_exec="$(sd_exe "$bin_dir/agentd") serve --config $(sd_arg "$config")"
+# render_unit SOURCE DEST: SOURCE with this install's ExecStart= and, when
+# it has one, LoadCredential=llm-api-key: (commented out without a key
+# file); written whole, then renamed over DEST. No sed: the paths may hold
+# any character.
+render_unit() {
+  local l
+  while IFS= read -r l || [ -n "$l" ]; do
+    case "$l" in
+      ExecStart=*) printf 'ExecStart=%s\n' "$unit_exec" ;;
+      LoadCredential=llm-api-key:*)
+        # Specifiers are expanded here too; the rest of the line is the path.
+        if [ -e "$key_file" ]; then
+          printf 'LoadCredential=llm-api-key:%s\n' "${key_file//%/%%}"
+        else
+          printf '#%s\n' "$l"
+        fi ;;
+      *) printf '%s\n' "$l" ;;
+    esac
+  done <"$1" >"$2.installing"
+  chmod 0644 "$2.installing"
+  mv -f "$2.installing" "$2"
+}
 if [ -n "$service" ]; then
   if [ "$mode" = system ]; then
     getent group agentd-users >/dev/null || groupadd --system agentd-users
@@ -280,10 +319,7 @@ if [ -n "$service" ]; then
       chown root:root "$key_file" && chmod 0600 "$key_file"
     fi
     # The unit passes the key as a credential only when there is one.
-    sed -e "s|^ExecStart=.*|ExecStart=$unit_exec|" \
-        -e "$([ -e "$key_file" ] && echo "s|^LoadCredential=llm-api-key:.*|LoadCredential=llm-api-key:$key_file|" || echo 's|^LoadCredential=llm-api-key:|#&|')" \
-        dist/systemd/agentd.service >/etc/systemd/system/agentd.service.installing
-    mv -f /etc/systemd/system/agentd.service.installing /etc/systemd/system/agentd.service
+    render_unit dist/systemd/agentd.service /etc/systemd/system/agentd.service
     install -m 0644 dist/systemd/agentd.socket /etc/systemd/system/agentd.socket
     # An upgrade: a daemon already running would go on with the old binary
     # and units until restarted. try-restart restarts it only if it runs.
@@ -302,9 +338,7 @@ if [ -n "$service" ]; then
   else
     units="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
     mkdir -p "$units"
-    sed -e "s|^ExecStart=.*|ExecStart=$unit_exec|" dist/systemd/user/agentd.service \
-      >"$units/agentd.service.installing"
-    mv -f "$units/agentd.service.installing" "$units/agentd.service"
+    render_unit dist/systemd/user/agentd.service "$units/agentd.service"
     systemctl --user daemon-reload
     systemctl --user enable agentd.service
     systemctl --user try-restart agentd.service
@@ -321,6 +355,6 @@ case ":$PATH:" in
 esac
 echo
 if [ -z "$service" ]; then
-  echo "next: start the daemon ($agentd serve --config $config &), or install it as a service with --service; then"
+  echo "next: start the daemon ($agentd serve --config $(printf '%q' "$config") &), or install it as a service with --service; then"
 fi
 echo "next: $agentd doctor && $agentd run manus \"Write fizzbuzz.py, run it, show the output.\""
