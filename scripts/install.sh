@@ -302,6 +302,14 @@ render_unit() {
         else
           printf '#%s\n' "$l"
         fi ;;
+      SupplementaryGroups=docker)
+        # A group that does not exist stops the unit from starting.
+        if getent group docker >/dev/null; then
+          printf '%s\n' "$l"
+        else
+          printf '# Left out by install.sh: there was no docker group. Run it again\n'
+          printf '# once Docker is installed.\n#%s\n' "$l"
+        fi ;;
       *) printf '%s\n' "$l" ;;
     esac
   done <"$1" >"$2.installing"
@@ -313,7 +321,11 @@ if [ -n "$service" ]; then
     getent group agentd-users >/dev/null || groupadd --system agentd-users
     getent passwd agentd >/dev/null ||
       useradd --system --user-group --home-dir /var/lib/agentd --shell /usr/sbin/nologin agentd
-    getent group docker >/dev/null && usermod -aG docker agentd
+    if getent group docker >/dev/null; then
+      usermod -aG docker agentd
+    else
+      did+=("warning: there is no docker group: the unit is installed without SupplementaryGroups=docker, so the daemon cannot reach a Docker engine's socket; once Docker is installed, run this again")
+    fi
     chgrp agentd "$config_dir" "$config"
     if [ -e "$key_file" ]; then
       chown root:root "$key_file" && chmod 0600 "$key_file"
