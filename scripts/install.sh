@@ -135,6 +135,7 @@ if [ -n "$service" ]; then
     *[\"\'\\]*) die "systemd refuses a program path with a quote or a backslash in it ($bin_dir/agentd): choose another --prefix" ;;
   esac
 fi
+made_config_dir=
 did=()
 
 # --- build ---------------------------------------------------------------
@@ -234,7 +235,12 @@ key_file="$config_dir/llm-api-key"
 if [ -e "$config" ]; then
   did+=("kept the existing configuration $config")
 else
-  install -d -m 0750 "$config_dir"
+  # A folder that exists (say --config /tmp/agentd.toml) is someone else's:
+  # its mode and group stay as they are.
+  if [ ! -d "$config_dir" ]; then
+    install -d -m 0750 "$config_dir"
+    made_config_dir=1
+  fi
   base_url="${OPENAI_BASE_URL:-}"
   if [ -z "$base_url" ] && [ -n "${OPENAI_API_KEY:-}" ]; then
     base_url=https://api.openai.com/v1
@@ -326,7 +332,12 @@ if [ -n "$service" ]; then
     else
       did+=("warning: there is no docker group: the unit is installed without SupplementaryGroups=docker, so the daemon cannot reach a Docker engine's socket; once Docker is installed, run this again")
     fi
-    chgrp agentd "$config_dir" "$config"
+    # The daemon reads the configuration through its group; the folder only
+    # when this script made it, or it is the usual /etc/agentd.
+    chgrp agentd "$config"
+    if [ -n "$made_config_dir" ] || [ "$config_dir" = /etc/agentd ]; then
+      chgrp agentd "$config_dir"
+    fi
     if [ -e "$key_file" ]; then
       chown root:root "$key_file" && chmod 0600 "$key_file"
     fi
