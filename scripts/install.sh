@@ -285,6 +285,9 @@ else
   chmod 0640 "$tmp"
   mv -f "$tmp" "$config"
   did+=("wrote a starter configuration $config")
+  if [ -n "$base_url" ] && [ -z "$model" ]; then
+    did+=("warning: no --model for $base_url: the model line in $config is left commented out, so agentd asks that server for gpt-4o; set [llm] model there to one it serves (for Ollama: ollama list)")
+  fi
   if [ "$(id -u)" = 0 ] && [ -n "${SUDO_USER:-}" ] && [ -z "${OPENAI_API_KEY:-}${OPENAI_BASE_URL:-}" ]; then
     did+=("note: sudo drops OPENAI_API_KEY and OPENAI_BASE_URL from the environment (neither reached this script), so $config names no endpoint: edit its [llm], or delete it and run again with them passed through: sudo env OPENAI_API_KEY=sk-... $(printf '%q' "$script")$args_shown")
   fi
