@@ -16,6 +16,9 @@
 #   bundled plugins /usr/local/lib/agentd/plugins  ~/.local/lib/agentd/plugins (beside the binary)
 #   config          /etc/agentd/agentd.toml        ~/.config/agentd/agentd.toml (--config)
 #   state, plugins  /var/lib/agentd[/plugins]      ~/.local/state/agentd[/plugins] (--state-dir)
+# The bundled plugins also go into the daemon's plugins folder as
+# `agentd paths --config FILE` reports it: an existing configuration's
+# [daemon] plugins_dir or state_dir wins over the table above.
 #
 # Options:
 #   --prefix DIR      where bin/ and lib/ go
@@ -125,10 +128,8 @@ else
   config="${config:-${XDG_CONFIG_HOME:-$HOME/.config}/agentd/agentd.toml}"
   default_state="${XDG_STATE_HOME:-$HOME/.local/state}/agentd"
 fi
-state="${state_dir:-$default_state}"
 bin_dir="$prefix/bin"
 bundle_dir="$prefix/lib/agentd/plugins"
-plugins_dir="$state/plugins"
 config_dir="$(dirname "$config")"
 if [ -n "$service" ]; then
   case "$bin_dir" in
@@ -204,31 +205,6 @@ for wasm in $(scripts/build-plugins.sh --list-bundled); do
   put 0644 "plugins/target/wasm32-wasip2/release/$wasm.wasm" "$bundle_dir/$wasm.wasm"
 done
 did+=("installed the bundled plugins into $bundle_dir")
-# The daemon's own folder gets them too (and a daemon started on an empty
-# one would copy them in itself). Bundled files are replaced by this
-# version's; plugins of other names are the operator's and stay.
-install -d -m 0755 "$plugins_dir"
-for wasm in $(scripts/build-plugins.sh --list-bundled); do
-  put 0644 "$bundle_dir/$wasm.wasm" "$plugins_dir/$wasm.wasm"
-done
-did+=("installed the bundled plugins into $plugins_dir")
-
-# --- docker and the sandbox images ---------------------------------------
-if [ -n "$docker" ]; then
-  if [ "$(id -u)" = 0 ] || docker version >/dev/null 2>&1; then
-    if [ "$mode" = system ] && [ -n "$service" ]; then
-      # The service wants docker.service (After=, Wants=): use that engine
-      # rather than start a second, one-off dockerd beside it.
-      AGENTD_DOCKER_USE_SYSTEMD=1 scripts/ensure-docker.sh
-    else
-      scripts/ensure-docker.sh
-    fi
-    scripts/build-images.sh --no-ensure
-    did+=("checked the Docker engine and the sandbox images")
-  else
-    say "warning: this user cannot reach a Docker engine; as root run: $repo/scripts/ensure-docker.sh && $repo/scripts/build-images.sh, and add $(id -un) to the docker group"
-  fi
-fi
 
 # --- the starter configuration -------------------------------------------
 key_file="$config_dir/llm-api-key"
@@ -290,6 +266,59 @@ else
   fi
   if [ "$(id -u)" = 0 ] && [ -n "${SUDO_USER:-}" ] && [ -z "${OPENAI_API_KEY:-}${OPENAI_BASE_URL:-}" ]; then
     did+=("note: sudo drops OPENAI_API_KEY and OPENAI_BASE_URL from the environment (neither reached this script), so $config names no endpoint: edit its [llm], or delete it and run again with them passed through: sudo env OPENAI_API_KEY=sk-... $(printf '%q' "$script")$args_shown")
+  fi
+fi
+
+# --- where the daemon keeps things --------------------------------------
+# Asked of the installed agentd, from the configuration as it now is (an
+# existing one may set [daemon] plugins_dir or state_dir): one NAME=PATH
+# line each for config, state_dir, plugins_dir and socket.
+paths_err="$(mktemp)"
+if ! paths_out="$("$bin_dir/agentd" paths --config "$config" 2>"$paths_err")"; then
+  msg="$(cat "$paths_err")"
+  rm -f "$paths_err"
+  die "$config does not load; fix it and run this again: $msg"
+fi
+rm -f "$paths_err"
+daemon_state=
+plugins_dir=
+while IFS='=' read -r k v; do
+  case "$k" in
+    state_dir) daemon_state="$v" ;;
+    plugins_dir) plugins_dir="$v" ;;
+  esac
+done <<<"$paths_out"
+if [ -z "$plugins_dir" ] || [ -z "$daemon_state" ]; then
+  die "agentd paths --config $config did not name a plugins_dir and a state_dir: is $bin_dir/agentd this version's?"
+fi
+if [ "$mode" = system ] && [ -n "$service" ] && [ "${daemon_state%/}" != /var/lib/agentd ]; then
+  did+=("warning: $config sets [daemon] state_dir = $daemon_state, which the service cannot write (ProtectSystem=strict): remove that line to use /var/lib/agentd, or give the unit ReadWritePaths=$daemon_state in a drop-in (systemctl edit agentd) and chown the folder to agentd")
+fi
+
+# The daemon's own plugins folder gets the bundled plugins too (and a
+# daemon started on an empty one would copy them in itself). Bundled files
+# are replaced by this version's; plugins of other names are the
+# operator's and stay.
+install -d -m 0755 "$plugins_dir"
+for wasm in $(scripts/build-plugins.sh --list-bundled); do
+  put 0644 "$bundle_dir/$wasm.wasm" "$plugins_dir/$wasm.wasm"
+done
+did+=("installed the bundled plugins into $plugins_dir")
+
+# --- docker and the sandbox images ---------------------------------------
+if [ -n "$docker" ]; then
+  if [ "$(id -u)" = 0 ] || docker version >/dev/null 2>&1; then
+    if [ "$mode" = system ] && [ -n "$service" ]; then
+      # The service wants docker.service (After=, Wants=): use that engine
+      # rather than start a second, one-off dockerd beside it.
+      AGENTD_DOCKER_USE_SYSTEMD=1 scripts/ensure-docker.sh
+    else
+      scripts/ensure-docker.sh
+    fi
+    scripts/build-images.sh --no-ensure
+    did+=("checked the Docker engine and the sandbox images")
+  else
+    say "warning: this user cannot reach a Docker engine; as root run: $repo/scripts/ensure-docker.sh && $repo/scripts/build-images.sh, and add $(id -un) to the docker group"
   fi
 fi
 
