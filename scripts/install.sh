@@ -10,6 +10,7 @@
 #   scripts/install.sh                    # as root: system layout; else your own
 #   scripts/install.sh --service          # ... and start it under systemd
 #   OPENAI_BASE_URL=http://127.0.0.1:11434/v1 scripts/install.sh --model qwen2.5:7b
+#   sudo env OPENAI_API_KEY=sk-... scripts/install.sh --service   # sudo drops them otherwise
 #
 # Layout (system: as root, or --system; user: otherwise, or --user):
 #   binary          /usr/local/bin/agentd          ~/.local/bin/agentd         (--prefix)
