@@ -101,8 +101,7 @@ fi
 # folder it can write is /var/lib/agentd, made and owned for it by systemd.
 # Any other state folder would be read-only to it, and root's.
 if [ "$mode" = system ] && [ -n "$service" ] && [ -n "$state_dir" ]; then
-  while [ "${state_dir%/}" != "$state_dir" ] && [ "$state_dir" != / ]; do state_dir="${state_dir%/}"; done
-  if [ "$state_dir" != /var/lib/agentd ]; then
+  if [ "$(realpath -ms -- "$state_dir")" != /var/lib/agentd ]; then
     die "--state-dir $state_dir cannot be used with a system --service: the unit runs agentd with ProtectSystem=strict and StateDirectory=agentd, so /var/lib/agentd is the only folder it may write, and $state_dir would be read-only to it (and root's). Drop --state-dir (the state goes to /var/lib/agentd), or install without --service and write your own unit (ReadWritePaths=, the folder owned by the daemon's user)."
   fi
 fi
