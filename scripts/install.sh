@@ -277,7 +277,7 @@ paths_err="$(mktemp)"
 if ! paths_out="$("$bin_dir/agentd" paths --config "$config" 2>"$paths_err")"; then
   msg="$(cat "$paths_err")"
   rm -f "$paths_err"
-  die "$config does not load; fix it and run this again: $msg"
+  die "$config does not load (fix it, then run this again); $bin_dir/agentd paths says: $msg"
 fi
 rm -f "$paths_err"
 daemon_state=
