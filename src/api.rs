@@ -918,3 +918,22 @@ mod wire_tests {
         }
     }
 }
+
+/// One line of `agentd doctor` (and of `GET /v1/doctor`). `name` is stable
+/// (`config`, `state`, `plugins`, `docker`, `image`, `llm`, `daemon`);
+/// `fix` is set exactly when `ok` is false.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorCheck {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+/// `GET /v1/doctor?agent=NAME`, and what `agentd doctor --json` prints:
+/// `ok` exactly when every check is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorReport {
+    pub ok: bool,
+    pub checks: Vec<DoctorCheck>,
+}

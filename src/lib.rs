@@ -8,6 +8,7 @@ pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod doctor;
 pub mod llm;
 pub mod mcp;
 #[warn(missing_docs)]

@@ -150,22 +150,12 @@ impl Env {
     }
 
     fn command_at(&self, config: &Path, socket: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        let mut cmd = common::scrubbed(env!("CARGO_BIN_EXE_agentd"));
         cmd.arg("--socket")
             .arg(socket)
             .arg("doctor")
             .arg("--config")
             .arg(config);
-        for var in [
-            "AGENTD_CONFIG",
-            "AGENTD_SOCKET",
-            "AGENTD_BUNDLED_PLUGINS",
-            "OPENAI_BASE_URL",
-            "OPENAI_API_KEY",
-            "DOCKER_HOST",
-        ] {
-            cmd.env_remove(var);
-        }
         cmd
     }
 
@@ -428,5 +418,142 @@ async fn no_daemon_fails_the_daemon_check_and_an_unknown_agent_is_bad_usage() {
         .expect("spawn");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown agent `nobody`"), "{stderr}");
+}
+
+impl Env {
+    /// `agentd doctor --json` with no `--config`, as a user on a system
+    /// install types it: `home` stands in for a home with no configuration
+    /// of its own, so a check run here would use the built-in defaults.
+    fn plain_doctor(&self, home: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
+        let mut cmd = common::scrubbed(env!("CARGO_BIN_EXE_agentd"));
+        cmd.arg("--socket")
+            .arg(&self.daemon.socket)
+            .arg("doctor")
+            .arg("--json")
+            .args(extra)
+            .env("HOME", home);
+        for var in [
+            "XDG_CONFIG_HOME",
+            "XDG_STATE_HOME",
+            "XDG_RUNTIME_DIR",
+            "STATE_DIRECTORY",
+        ] {
+            cmd.env_remove(var);
+        }
+        let out = cmd.output().expect("spawn agentd doctor");
+        let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (
+            out.status.code(),
+            report,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+/// Without `--config`, a daemon that answers runs the checks as itself
+/// (`GET /v1/doctor`): its configuration, its folders, its image. On a
+/// system install that is the only view that can pass (the CLI user can
+/// read neither the configuration nor the state, and root does not own
+/// the plugins folder); here it shows as the daemon's own folders and its
+/// image (the tests' tiny one, without python3), which the defaults this
+/// process would use know nothing of.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_config_a_running_daemon_runs_the_checks_as_itself() {
+    let e = env().await;
+    let home = e.dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+
+    let (code, report, stderr) = e.plain_doctor(&home, &[]);
+    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, CHECKS, "{report}");
+    let daemon_config = e.daemon.config.display().to_string();
+    assert_eq!(
+        check(&report, "config")["detail"],
+        format!("{daemon_config} (the daemon's)"),
+        "{report:#}"
+    );
+    let plugins = check(&report, "plugins");
+    assert_eq!(plugins["ok"], true, "{plugins}");
+    assert!(
+        plugins["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with(&e.daemon.plugins.path().display().to_string())),
+        "{plugins}"
+    );
+    let image = check(&report, "image");
+    assert_eq!(image["ok"], false, "{image}");
+    assert!(
+        image["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("agentd-sandbox-tiny:latest has no")),
+        "{image}"
+    );
+    for name in ["state", "docker", "llm", "daemon"] {
+        assert_eq!(check(&report, name)["ok"], true, "{report:#}");
+    }
+    assert!(
+        check(&report, "daemon")["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("the checks above are the daemon's own")),
+        "{report:#}"
+    );
+
+    // A typo saved into the daemon's file since it loaded it: the daemon
+    // still runs, but its next reload would fail, and the doctor says so.
+    let text = std::fs::read_to_string(&e.daemon.config).expect("config");
+    std::fs::write(&e.daemon.config, format!("typo_key = 1\n{text}")).expect("config");
+    let (code, report, _) = e.plain_doctor(&home, &[]);
+    assert_eq!(code, Some(1), "{report:#}");
+    let config = check(&report, "config");
+    assert_eq!(config["ok"], false, "{config}");
+    for needle in [
+        "the daemon runs an earlier version of",
+        "a reload or restart would fail",
+        "typo_key",
+    ] {
+        assert!(
+            config["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(needle)),
+            "{needle}: {config}"
+        );
+    }
+    assert_eq!(config["fix"], format!("correct {daemon_config}:1"));
+    std::fs::write(&e.daemon.config, text).expect("config");
+
+    // --local checks in this process: the built-in defaults, whose plugins
+    // folder (under HOME, or /var/lib/agentd for root) is not the daemon's.
+    let (_, report, _) = e.plain_doctor(&home, &["--local"]);
+    assert_eq!(
+        check(&report, "config")["detail"],
+        "none: built-in defaults",
+        "{report:#}"
+    );
+    let plugins = check(&report, "plugins")["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!plugins.is_empty(), "{report:#}");
+    assert!(
+        !plugins.contains(&e.daemon.plugins.path().display().to_string()),
+        "{report:#}"
+    );
+
+    // An agent the daemon does not know is bad usage, in its words.
+    let (code, _, stderr) = e.plain_doctor(&home, &["--agent", "nobody"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("unknown agent `nobody`"), "{stderr}");
 }

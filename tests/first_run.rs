@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
@@ -17,13 +17,8 @@ use serde_json::Value;
 /// `agentd` with nothing of the caller's environment that could configure
 /// an endpoint or a bundle, plus `env`.
 fn agentd(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
-    cmd.args(args)
-        .env_remove("AGENTD_CONFIG")
-        .env_remove("AGENTD_BUNDLED_PLUGINS")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_API_KEY")
-        .env("AGENTD_LOG", "warn");
+    let mut cmd = common::scrubbed(env!("CARGO_BIN_EXE_agentd"));
+    cmd.args(args).env("AGENTD_LOG", "warn");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -204,6 +199,35 @@ async fn the_daemon_fails_a_missing_endpoint_at_once_and_retries_one_that_answer
     );
 }
 
+/// Whether the endpoint has answered is the daemon's memory, per address,
+/// not each configuration's: after a SIGHUP builds new clients, an endpoint
+/// that answered before and now refuses is a flaky server (retried), not a
+/// missing one ("is the server running?" at once).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_keeps_knowing_that_the_endpoint_answered() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let d = Daemon::start(&llm, "");
+    llm.push(Reply::terminate());
+    let id = d.create_run("toolcall", "first");
+    let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(30)));
+    assert_eq!(record["outcome"], "finished", "{record}");
+    // The same file again, as an operator's `systemctl reload` does.
+    d.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !d.log_text().contains("configuration reloaded") {
+        assert!(std::time::Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(llm);
+    let id = d.create_run("toolcall", "second");
+    let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(60)));
+    assert_eq!(record["outcome"], "error", "{record}");
+    let error = record["error"].as_str().expect("error");
+    assert!(error.contains("is unreachable"), "{error}");
+    assert!(!error.contains("is the server running?"), "{error}");
+    assert!(d.log_text().contains("LLM request failed; retrying"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_local_without_a_plugins_folder_uses_the_bundled_plugins() {
     let llm = FakeLlm::start().await.expect("fake llm");
@@ -280,4 +304,103 @@ async fn a_daemon_on_an_empty_plugins_folder_installs_the_bundle_and_says_so() {
     assert!(log.contains("scripts/install.sh"), "{log}");
     let (status, _) = d.get("/v1/status");
     assert_eq!(status, 200);
+}
+
+/// A missing plugins folder is created 0755 whatever the daemon's umask: a
+/// umask of 002 (common for service accounts with a group of their own)
+/// would make it group-writable, and the daemon's own trust check would
+/// then refuse the folder it had just made and filled.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_plugins_folder_is_made_trusted_under_a_loose_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let bundle = plugins_dir(&["toolcall", "terminate"]);
+    let mut d = Daemon::unstarted_with_plugins(&llm, &[], "");
+    std::fs::remove_dir(d.plugins.path()).expect("rmdir");
+    let bundle_dir = bundle.path().display().to_string();
+    tokio::task::block_in_place(|| {
+        d.spawn_with(&[("AGENTD_BUNDLED_PLUGINS", &bundle_dir)], |cmd| {
+            // SAFETY: umask is async-signal-safe and cannot fail.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::umask(0o002);
+                    Ok(())
+                });
+            }
+        })
+    });
+    let mode = std::fs::metadata(d.plugins.path())
+        .expect("created")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o755, "{}", d.log_text());
+    assert!(
+        d.log_text()
+            .contains("the plugins folder was empty: installed the bundled plugins"),
+        "{}",
+        d.log_text()
+    );
+    llm.push(Reply::terminate());
+    let id = d.create_run("toolcall", "Say hello");
+    let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(30)));
+    assert_eq!(record["outcome"], "finished", "{record}");
+}
+
+/// `agentd paths`: the folders a daemon with this configuration would use,
+/// as `key=value` lines scripts read (a path with spaces intact), or the
+/// loader's `FILE:LINE` when the file does not load.
+#[test]
+fn paths_prints_where_a_daemon_with_this_configuration_keeps_things() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = dir.path().join("my state");
+    let plugins = dir.path().join("plug ins");
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nstate_dir = \"{}\"\nplugins_dir = \"{}\"\nsocket = \"/tmp/x.sock\"\n",
+            state.display(),
+            plugins.display()
+        ),
+    )
+    .expect("config");
+    let shown = config.display().to_string();
+    let out = agentd(&["paths", "--config", &shown], &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "config={shown}\nstate_dir={}\nplugins_dir={}\nsocket=/tmp/x.sock\n",
+            state.display(),
+            plugins.display()
+        )
+    );
+    let out = agentd(&["paths", "--json", "--config", &shown], &[]);
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["plugins_dir"], plugins.display().to_string());
+
+    // Without plugins_dir, it is the state folder's `plugins`.
+    std::fs::write(
+        &config,
+        format!("[daemon]\nstate_dir = \"{}\"\n", state.display()),
+    )
+    .expect("config");
+    let out = agentd(&["paths", "--config", &shown], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains(&format!(
+            "plugins_dir={}\n",
+            state.join("plugins").display()
+        )),
+        "{text}"
+    );
+
+    std::fs::write(&config, "[daemon]\nstate_dri = \"/x\"\n").expect("config");
+    let out = agentd(&["paths", "--config", &shown], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{shown}:2")), "{stderr}");
 }

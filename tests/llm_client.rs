@@ -507,3 +507,95 @@ async fn system_store_child() {
         .expect("the CA in SSL_CERT_FILE is trusted");
     assert_eq!(answer.message.content_str(), "trusted");
 }
+
+// ---- A missing server fails at once; anything else is retried ----
+
+fn hello() -> Vec<Message> {
+    vec![Message::user("hello")]
+}
+
+async fn chat_once(client: &LlmClient) -> Result<agentd::llm::ChatResponse, LlmError> {
+    let messages = hello();
+    client
+        .chat(ChatRequest {
+            messages: &messages,
+            tools: &[],
+            tool_choice: ToolChoice::Auto,
+        })
+        .await
+}
+
+/// A server that accepts each connection and closes it before answering
+/// (a proxy whose upstream is restarting, a crashing server) is there: even
+/// before it ever answered, its failure is retried, never reported as
+/// "nothing listens" (which is for refused connections and unresolved
+/// names only).
+#[tokio::test]
+async fn a_connection_closed_before_any_answer_is_retried_not_called_absent() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    let client = LlmClient::new(settings_for(format!("http://{addr}/v1"))).expect("client");
+    let err = chat_once(&client).await.expect_err("no answer");
+    assert!(
+        matches!(
+            err,
+            LlmError::Connect {
+                nothing_listens: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(!err.to_string().contains("is the server running?"), "{err}");
+    assert!(accepted.load(Ordering::SeqCst) > 1, "not retried");
+}
+
+/// A refused connection before any answer fails at once with the help; the
+/// same refusal after the endpoint answered once (even to another client
+/// built since, as a reload builds them, when they share the memory) is
+/// retried.
+#[tokio::test]
+async fn a_refused_endpoint_is_absent_until_it_has_answered_once() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let base = llm.base_url();
+    let answered = agentd::llm::AnsweredEndpoints::default();
+    llm.push(Reply::text("hi"));
+    let first = LlmClient::new(settings_for(base.clone()))
+        .expect("client")
+        .with_answered(answered.clone());
+    chat_once(&first).await.expect("answered");
+    assert!(answered.has_answered(&base));
+    drop(llm);
+
+    // A client built afterwards with the same memory: retried, then the
+    // plain connect error.
+    let second = LlmClient::new(settings_for(base.clone()))
+        .expect("client")
+        .with_answered(answered.clone());
+    let err = chat_once(&second).await.expect_err("gone");
+    assert!(
+        matches!(
+            err,
+            LlmError::Connect {
+                nothing_listens: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // One with a memory of its own has never seen it answer: absent.
+    let fresh = LlmClient::new(settings_for(base)).expect("client");
+    let err = chat_once(&fresh).await.expect_err("gone");
+    assert!(matches!(err, LlmError::Absent { .. }), "{err:?}");
+}

@@ -13,6 +13,7 @@ mod mcp;
 mod mcp_serve;
 mod ndjson;
 mod out;
+mod paths;
 mod plugin_kit;
 mod progress;
 mod remote_run;
@@ -79,6 +80,20 @@ pub enum Command {
     /// Check that everything an agent's runs need is in place, one line
     /// each with the fix (exit 0 only when all is).
     Doctor(DoctorArgs),
+    /// Print where a daemon with this configuration keeps its state,
+    /// plugins and socket (`key=value` lines, for scripts).
+    Paths(PathsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PathsArgs {
+    /// Configuration file (default: $AGENTD_CONFIG, then /etc/agentd/agentd.toml
+    /// for root or ~/.config/agentd/agentd.toml, then built-in defaults).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print a JSON object instead of `key=value` lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -93,6 +108,11 @@ pub struct DoctorArgs {
     /// The agent whose strategy, tools and model are checked.
     #[arg(long, value_name = "NAME", default_value = "manus")]
     pub agent: String,
+    /// Run the checks in this process even when a daemon answers (by
+    /// default a running daemon runs them as itself; `--config` implies
+    /// this).
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -242,6 +262,7 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Plugins(args) if args.local => run_local::plugins(args).await,
         Command::Plugin(args) => plugin_kit::main(args, socket).await,
         Command::Doctor(args) => doctor::run(args, socket).await,
+        Command::Paths(args) => paths::run(args),
         Command::Run(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 remote_run::run(&c, &args).await

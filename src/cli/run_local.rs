@@ -11,7 +11,7 @@ use super::{exit, progress, PluginsArgs, RunArgs};
 use crate::agent::{Agent, RunOptions, Runtime};
 use crate::config::{default_config_path, Config};
 use crate::llm::LlmClient;
-use crate::plugin::bundle::Bundle;
+use crate::plugin::bundle::{folder_state, Bundle, FolderState};
 use crate::plugin::{EngineLimits, PluginHost};
 use crate::sandbox::docker::DockerSandboxProvider;
 use crate::sandbox::{NoSandbox, SandboxProvider};
@@ -54,13 +54,9 @@ async fn load_plugins(config: &Config) -> Result<Arc<PluginHost>, i32> {
 /// bundled agents without a daemon having filled the folder first. Nothing
 /// is written: a local run leaves the folder to the daemon.
 fn plugins_source(configured: &Path) -> Result<PathBuf, i32> {
-    let empty = match Bundle::at(configured).components() {
-        Ok(found) => found.is_empty(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        // Unreadable: loading reports it with the folder's name.
-        Err(_) => false,
-    };
-    if !empty {
+    // Unreadable: loading reports it with the folder's name.
+    let state = folder_state(configured).unwrap_or(FolderState::HasPlugins);
+    if state == FolderState::HasPlugins {
         return Ok(configured.to_path_buf());
     }
     match Bundle::find() {

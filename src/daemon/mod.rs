@@ -257,7 +257,7 @@ async fn load_plugins(
     }
     // A missing folder is created so that the watcher has something to
     // watch and a user can drop plugins in without restarting.
-    if let Err(e) = std::fs::create_dir_all(dir) {
+    if let Err(e) = crate::plugin::bundle::create_private_dir(dir) {
         warn!(dir = %dir.display(), error = %e, "cannot create the plugins folder");
     }
     if dir.exists() {

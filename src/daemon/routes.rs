@@ -61,6 +61,7 @@ pub fn router(
     }
     api.route("/v1/status", get(status))
         .route("/v1/agents", get(agents))
+        .route("/v1/doctor", get(doctor))
         .route("/v1/plugins", get(plugins))
         .route("/v1/plugins/reload", post(reload_plugins))
         .route("/v1/mcp", get(mcp_servers))
@@ -150,6 +151,40 @@ async fn status(State(d): Shared) -> Json<Status> {
 
 async fn agents(State(d): Shared) -> Json<AgentList> {
     Json(d.agent_list())
+}
+
+#[derive(Deserialize)]
+struct DoctorQuery {
+    agent: Option<String>,
+}
+
+/// `agentd doctor`'s checks run by the daemon as itself: its user, its
+/// configuration, its folders, the engine and endpoint as it reaches them.
+/// On a system install neither root nor a CLI user sees what the `agentd`
+/// user sees (the state folder is its own, the configuration is not the
+/// CLI users' to read), so only the daemon can say whether its runs will
+/// work. Costs a throwaway sandbox and a `GET /models`.
+async fn doctor(
+    State(d): Shared,
+    Query(q): Query<DoctorQuery>,
+) -> Result<Json<crate::api::DoctorReport>, ApiError> {
+    let generation = d.generation();
+    let config = &generation.config;
+    let name = q.agent.unwrap_or_else(|| "manus".to_string());
+    let Some(agent) = config.agent(&name).cloned() else {
+        let known: Vec<_> = config.agents.keys().cloned().collect();
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            format!("unknown agent `{name}` (known: {})", known.join(", ")),
+        ));
+    };
+    let mut checks = vec![crate::doctor::check_loaded_config(config.source.as_deref())];
+    checks.extend(crate::doctor::check(config, &name, Some(&agent)).await);
+    Ok(Json(crate::api::DoctorReport {
+        ok: checks.iter().all(|c| c.ok),
+        checks,
+    }))
 }
 
 /// Every `[mcp.<server>]`: its state, process, tools and per-run instances.

@@ -18,7 +18,7 @@ use crate::agent::settings::resolve;
 use crate::agent::{Agent, Runtime};
 use crate::api::{AgentList, AgentView};
 use crate::config::Config;
-use crate::llm::LlmClient;
+use crate::llm::{AnsweredEndpoints, LlmClient};
 use crate::mcp::McpClients;
 use crate::plugin::PluginHost;
 use crate::sandbox::docker::DockerSandboxProvider;
@@ -43,11 +43,14 @@ pub enum AgentLookupError {
 }
 
 impl Generation {
+    /// `answered` is the daemon's for its whole life, so that a reload
+    /// keeps knowing which endpoints have answered (see `llm::answered`).
     pub fn new(
         config: Config,
         plugins: Arc<PluginHost>,
         sandboxes: Arc<dyn SandboxProvider>,
         mcp: Arc<McpClients>,
+        answered: &AnsweredEndpoints,
     ) -> Self {
         let llm = config
             .agents
@@ -58,7 +61,9 @@ impl Generation {
                     .check_api_key(name)
                     .map_err(|e| e.to_string())
                     .and_then(|()| {
-                        LlmClient::new(config.llm.for_agent(name)).map_err(|e| e.to_string())
+                        LlmClient::new(config.llm.for_agent(name))
+                            .map(|c| c.with_answered(answered.clone()))
+                            .map_err(|e| e.to_string())
                     });
                 (name.clone(), client)
             })
@@ -131,6 +136,9 @@ pub struct Daemon {
     /// Held by each plugin install or removal through the API, so two of
     /// them cannot interleave their checks and renames (`plugin_install.rs`).
     pub installs: tokio::sync::Mutex<()>,
+    /// Which LLM endpoints have answered since the daemon started, carried
+    /// over every configuration generation.
+    answered: AnsweredEndpoints,
 }
 
 pub struct DaemonParts {
@@ -157,11 +165,13 @@ impl Daemon {
             p.config.daemon.release_waiting,
             p.bus.clone(),
         ));
+        let answered = AnsweredEndpoints::default();
         let generation = Generation::new(
             p.config,
             p.plugins.clone(),
             p.sandboxes.clone(),
             p.mcp.clone(),
+            &answered,
         );
         Daemon {
             generation: RwLock::new(Arc::new(generation)),
@@ -179,6 +189,7 @@ impl Daemon {
             mcp: p.mcp,
             missing_reported: Default::default(),
             installs: tokio::sync::Mutex::new(()),
+            answered,
         }
     }
 
@@ -208,6 +219,7 @@ impl Daemon {
             self.plugins.clone(),
             self.sandboxes.clone(),
             self.mcp.clone(),
+            &self.answered,
         );
         *self.generation.write_unpoisoned() = Arc::new(next);
     }

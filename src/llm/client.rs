@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
+use super::answered::AnsweredEndpoints;
 use super::error::LlmError;
 use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
 use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam};
@@ -162,6 +163,10 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
         .collect()
 }
 
+/// How long a connection to the endpoint may take to open (at most the
+/// request timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One client per agent configuration; cheap to share (`reqwest::Client`
 /// pools connections, which matters for the per-step overhead).
 #[derive(Clone)]
@@ -169,11 +174,13 @@ pub struct LlmClient {
     http: reqwest::Client,
     settings: LlmSettings,
     url: String,
-    /// Whether the endpoint has answered (any HTTP status) since the client
-    /// was built, shared by its clones: a connection failure before that
-    /// means no server is there and fails at once; after it, the server is
-    /// flaky and the failure is retried.
-    answered: Arc<AtomicBool>,
+    /// Whether the endpoint has answered (any HTTP status) in this process
+    /// (see [`AnsweredEndpoints`]): a refused or unresolved connection
+    /// before that fails at once; after it, it is retried.
+    answered: AnsweredEndpoints,
+    /// [`answered`](Self::answered) for this client's URL once it is true,
+    /// so the hot path takes no lock; shared by the client's clones.
+    answered_here: Arc<AtomicBool>,
 }
 
 impl LlmClient {
@@ -189,7 +196,12 @@ impl LlmClient {
         }
         // Built-in roots are the system's trust store plus Mozilla's list
         // (both reqwest features are on; see Cargo.toml), then `ca_file`.
-        let mut builder = reqwest::Client::builder().timeout(settings.request_timeout);
+        // A connection that does not complete is given CONNECT_TIMEOUT, not
+        // the whole request's time: a host that drops packets is known as
+        // such in seconds.
+        let mut builder = reqwest::Client::builder()
+            .timeout(settings.request_timeout)
+            .connect_timeout(settings.request_timeout.min(CONNECT_TIMEOUT));
         if let Some(path) = &settings.ca_file {
             for cert in load_ca_file(path).map_err(LlmError::NotConfigured)? {
                 builder = builder.add_root_certificate(cert);
@@ -206,8 +218,32 @@ impl LlmClient {
             http,
             settings,
             url,
-            answered: Arc::new(AtomicBool::new(false)),
+            answered: AnsweredEndpoints::default(),
+            answered_here: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Shares `answered` (the daemon's, for its whole life) instead of this
+    /// client's own, so that whether the endpoint has ever answered
+    /// survives the clients a configuration reload replaces.
+    pub fn with_answered(mut self, answered: AnsweredEndpoints) -> Self {
+        self.answered_here = Arc::new(AtomicBool::new(
+            answered.has_answered(&self.settings.base_url),
+        ));
+        self.answered = answered;
+        self
+    }
+
+    fn has_answered(&self) -> bool {
+        self.answered_here.load(Ordering::Relaxed)
+            || self.answered.has_answered(&self.settings.base_url)
+    }
+
+    fn mark_answered(&self) {
+        if !self.answered_here.load(Ordering::Relaxed) {
+            self.answered.mark(&self.settings.base_url);
+            self.answered_here.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether an endpoint is configured at all (see [`LlmClient::new`]).
@@ -253,9 +289,11 @@ impl LlmClient {
         loop {
             let error = match self.send_once(&body).await {
                 Ok(r) => return Ok(r),
-                Err(LlmError::Connect { url, message })
-                    if !self.answered.load(Ordering::Relaxed) =>
-                {
+                Err(LlmError::Connect {
+                    url,
+                    message,
+                    nothing_listens: true,
+                }) if !self.has_answered() => {
                     return Err(LlmError::Absent {
                         help: super::setup::unreachable_help(&self.settings.base_url),
                         url,
@@ -285,7 +323,7 @@ impl LlmClient {
             req = req.bearer_auth(key);
         }
         let resp = req.send().await.map_err(|e| self.transport_error(e))?;
-        self.answered.store(true, Ordering::Relaxed);
+        self.mark_answered();
         let status = resp.status();
         let retry_after = resp
             .headers()
@@ -372,8 +410,41 @@ pub(super) fn transport_error(e: reqwest::Error, url: &str, timeout: Duration) -
         LlmError::Connect {
             url: url.to_string(),
             message: error_chain(&e),
+            nothing_listens: nothing_listens(&e),
         }
     }
+}
+
+/// Whether a failed request found no server at all: its connection was
+/// refused, or the host name did not resolve. A reset, a timeout or an
+/// answer cut short means something is there, and is retried.
+///
+/// Refused is found by type (an `io::Error` of kind `ConnectionRefused` in
+/// the chain, looked for inside `io::Error`s too, whose `source()` skips
+/// what they wrap). A resolver failure has no public type in hyper-util:
+/// its connector says "dns error", and that is what is matched.
+fn nothing_listens(e: &reqwest::Error) -> bool {
+    if !e.is_connect() {
+        return false;
+    }
+    let mut pending: Vec<&(dyn std::error::Error + 'static)> = vec![e];
+    while let Some(err) = pending.pop() {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+            if let Some(inner) = io.get_ref() {
+                pending.push(inner);
+            }
+        }
+        if err.to_string().starts_with("dns error") {
+            return true;
+        }
+        if let Some(source) = err.source() {
+            pending.push(source);
+        }
+    }
+    false
 }
 
 /// What an error answer says: the OpenAI-shaped `error.message`, else the

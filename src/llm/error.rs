@@ -2,8 +2,15 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
+    /// No HTTP answer: the connection failed or broke before a response.
+    /// `nothing_listens` when it was refused or the name did not resolve
+    /// (no server at that address), as opposed to a reset or a cut answer.
     #[error("LLM endpoint {url} is unreachable: {message}")]
-    Connect { url: String, message: String },
+    Connect {
+        url: String,
+        message: String,
+        nothing_listens: bool,
+    },
     /// The connection failed (refused, or the name does not resolve) and
     /// the endpoint has not answered once since the client was built: a
     /// server that is not running or a wrong address, which retries cannot

@@ -3,6 +3,7 @@
 //! retrying is safe, and nothing else; and `GET /models` (`models`), which
 //! `agentd doctor` asks.
 
+mod answered;
 mod client;
 mod error;
 mod models;
@@ -10,6 +11,7 @@ mod retry;
 pub mod setup;
 mod wire;
 
+pub use answered::AnsweredEndpoints;
 pub use client::{
     check_base_url, estimate_tokens, load_ca_file, ChatRequest, ChatResponse, FinishReason,
     LlmClient, LlmSettings,

@@ -10,7 +10,10 @@
 //! never needs the wasm target, and a packager can ship them as files.
 
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use super::trust::{self, TrustError};
 
 /// Overrides where the bundle is looked for (packagers with another layout,
 /// tests).
@@ -88,6 +91,41 @@ fn components_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(found)
 }
 
+/// What a plugins folder holds, as the daemon's start-up, `run --local`
+/// and the doctor all judge it: one rule, so the three never disagree on
+/// whether the bundle stands in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FolderState {
+    /// There is no such folder.
+    Missing,
+    /// The folder holds no component (hidden files, such as a copy left
+    /// half-written by a crash, do not count).
+    Empty,
+    /// The folder holds at least one component: the operator's set.
+    HasPlugins,
+}
+
+impl FolderState {
+    /// "missing" or "empty", for messages; `None` for a folder with plugins.
+    pub fn lacking(self) -> Option<&'static str> {
+        match self {
+            FolderState::Missing => Some("missing"),
+            FolderState::Empty => Some("empty"),
+            FolderState::HasPlugins => None,
+        }
+    }
+}
+
+/// What `dir` holds; an error for a folder that exists but cannot be read.
+pub fn folder_state(dir: &Path) -> io::Result<FolderState> {
+    match components_in(dir) {
+        Ok(found) if found.is_empty() => Ok(FolderState::Empty),
+        Ok(_) => Ok(FolderState::HasPlugins),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(FolderState::Missing),
+        Err(e) => Err(e),
+    }
+}
+
 /// What [`seed_empty_dir`] did, for the daemon's start-up log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seeded {
@@ -107,30 +145,55 @@ pub enum Seeded {
     },
 }
 
+/// Why the bundle could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedError {
+    /// The bundle's folder or one of its files is not one the daemon would
+    /// load code from (someone else's, or writable by others): copying it
+    /// into the trusted folder would launder it.
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
+    /// Reading the bundle or writing the plugins folder failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
 /// Fills `dir` with the bundle's components when it has none of its own
-/// (creating it if missing). A folder with any component is never touched:
-/// the operator's choice of plugins stands. Each file is written under a
-/// hidden name and renamed, so a watcher never loads half a file.
-pub fn seed_empty_dir(dir: &Path, bundle: Option<&Bundle>) -> io::Result<Seeded> {
-    match components_in(dir) {
-        Ok(existing) if !existing.is_empty() => return Ok(Seeded::HadPlugins),
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+/// (creating it, mode 0755, if missing). A folder with any component is
+/// never touched: the operator's choice of plugins stands. The bundle must
+/// pass the same trust check as the plugins folder (its folder, and each
+/// file on the descriptor that is copied). Each file is written under a
+/// hidden name and renamed, so a watcher never loads half a file; hidden
+/// copies a crash left behind are removed first.
+pub fn seed_empty_dir(dir: &Path, bundle: Option<&Bundle>) -> Result<Seeded, SeedError> {
+    if folder_state(dir)? == FolderState::HasPlugins {
+        return Ok(Seeded::HadPlugins);
     }
     let Some(bundle) = bundle else {
         return Ok(Seeded::NoBundle {
             looked_in: Bundle::candidates(),
         });
     };
+    trust::check_dir("bundled plugins folder", &bundle.dir)?;
     let sources = bundle.components()?;
-    std::fs::create_dir_all(dir)?;
+    create_private_dir(dir)?;
     for source in &sources {
         let Some(name) = source.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        let mut from = std::fs::File::open(source)?;
+        trust::check_file(source, &from.metadata()?)?;
         let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::copy(source, &tmp)?;
+        let _ = std::fs::remove_file(&tmp);
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        io::copy(&mut from, &mut to)?;
+        to.sync_all()?;
+        // The umask may have taken bits the plugin's mode needs; it never
+        // adds any, so this only restores 0644.
         set_mode(&tmp, 0o644)?;
         std::fs::rename(&tmp, dir.join(name))?;
     }
@@ -138,6 +201,22 @@ pub fn seed_empty_dir(dir: &Path, bundle: Option<&Bundle>) -> io::Result<Seeded>
         from: bundle.dir.clone(),
         count: sources.len(),
     })
+}
+
+/// Creates `dir` and its missing parents with mode 0755, whatever the
+/// umask allows beyond it: with the default `create_dir_all` a umask of
+/// 002 makes the folder group-writable, and the daemon's own trust check
+/// would then refuse the folder it just made.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)?;
+    set_mode(dir, 0o755)
 }
 
 /// Plugin files must be writable by their owner alone (the folder check
@@ -190,6 +269,48 @@ mod tests {
             Seeded::HadPlugins
         );
         assert!(!target.join("bash.wasm").exists());
+    }
+
+    #[test]
+    fn folder_state_ignores_hidden_leftovers() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        assert_eq!(
+            folder_state(&tmp.path().join("none")).expect("state"),
+            FolderState::Missing
+        );
+        touch(tmp.path(), ".bash.wasm.tmp");
+        touch(tmp.path(), ".half.wasm");
+        touch(tmp.path(), "notes.txt");
+        assert_eq!(folder_state(tmp.path()).expect("state"), FolderState::Empty);
+        touch(tmp.path(), "bash.wasm");
+        assert_eq!(
+            folder_state(tmp.path()).expect("state"),
+            FolderState::HasPlugins
+        );
+    }
+
+    #[test]
+    fn a_bundle_others_can_write_is_not_copied() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let bundle_dir = tmp.path().join("bundle");
+        std::fs::create_dir(&bundle_dir).expect("mkdir");
+        touch(&bundle_dir, "bash.wasm");
+        set_mode(&bundle_dir, 0o777).expect("chmod");
+        let target = tmp.path().join("plugins");
+        match seed_empty_dir(&target, Some(&Bundle::at(&bundle_dir))) {
+            Err(SeedError::Untrusted(TrustError::Writable { .. })) => {}
+            other => panic!("expected an untrusted bundle, got {other:?}"),
+        }
+        assert!(!target.exists());
+
+        // A file in it others can write: refused too, nothing renamed in.
+        set_mode(&bundle_dir, 0o755).expect("chmod");
+        set_mode(&bundle_dir.join("bash.wasm"), 0o666).expect("chmod");
+        match seed_empty_dir(&target, Some(&Bundle::at(&bundle_dir))) {
+            Err(SeedError::Untrusted(TrustError::Writable { .. })) => {}
+            other => panic!("expected an untrusted file, got {other:?}"),
+        }
+        assert_eq!(folder_state(&target).expect("state"), FolderState::Empty);
     }
 
     #[test]

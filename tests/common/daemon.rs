@@ -250,15 +250,10 @@ impl Daemon {
     }
 
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.exe);
+        let mut cmd = super::scrubbed(&self.exe);
         cmd.arg("serve")
             .arg("--config")
             .arg(&self.config)
-            .env_remove("AGENTD_CONFIG")
-            .env_remove("AGENTD_SOCKET")
-            .env_remove("AGENTD_BUNDLED_PLUGINS")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
@@ -268,6 +263,12 @@ impl Daemon {
 
     /// (Re)starts the daemon process on the same folders.
     pub fn spawn(&mut self, env: &[(&str, &str)]) {
+        self.spawn_with(env, |_| {});
+    }
+
+    /// [`spawn`](Self::spawn), with `adjust` applied to the command last
+    /// (a umask, say).
+    pub fn spawn_with(&mut self, env: &[(&str, &str)], adjust: impl FnOnce(&mut Command)) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -277,6 +278,7 @@ impl Daemon {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        adjust(&mut cmd);
         let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))

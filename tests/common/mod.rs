@@ -17,6 +17,28 @@ pub mod daemon;
 pub mod fault;
 pub mod tmpfs;
 
+/// The environment variables through which a caller's own setup could
+/// reach an `agentd` under test: its configuration, socket, bundle, LLM
+/// endpoint and Docker engine.
+pub const AGENTD_ENV: &[&str] = &[
+    "AGENTD_CONFIG",
+    "AGENTD_SOCKET",
+    "AGENTD_BUNDLED_PLUGINS",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "DOCKER_HOST",
+];
+
+/// An `agentd` command (`exe`) with none of [`AGENTD_ENV`] inherited, so
+/// a test sees only what it sets.
+pub fn scrubbed(exe: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(exe);
+    for var in AGENTD_ENV {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
