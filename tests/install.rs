@@ -6,10 +6,19 @@
 //! The script is given the binary cargo built for the tests (`--binary`) so
 //! that the suite does not build agentd a second time in release mode; the
 //! plugins, Docker and the images are its own steps, as for a user.
+//!
+//! Then what CI can check of the rest without systemd and without root
+//! making a difference (`--no-docker`): the plugins go where `agentd paths`
+//! says for an existing configuration, a configuration that does not load
+//! stops the script with agentd's message, paths with spaces and quotes
+//! work end to end, the user unit is quoted and restarted on an upgrade
+//! (a `systemctl` stand-in records the calls), and a system service with
+//! another state folder is refused before anything is built or installed.
 
 mod common;
 
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use agentd::testkit::{FakeLlm, Reply};
@@ -36,9 +45,11 @@ fn layout() -> Layout {
     }
 }
 
-fn install(l: &Layout) -> Output {
-    let out = Command::new(repo_root().join("scripts/install.sh"))
-        .arg("--user")
+/// `install.sh --user` into `l`, with the test binary; more arguments and
+/// the environment are the caller's.
+fn install_cmd(l: &Layout) -> Command {
+    let mut cmd = Command::new(repo_root().join("scripts/install.sh"));
+    cmd.arg("--user")
         .arg("--binary")
         .arg(env!("CARGO_BIN_EXE_agentd"))
         .arg("--prefix")
@@ -49,8 +60,13 @@ fn install(l: &Layout) -> Output {
         .arg(&l.config)
         .env_remove("OPENAI_BASE_URL")
         .env_remove("OPENAI_API_KEY")
-        .output()
-        .expect("run scripts/install.sh");
+        .env_remove("SUDO_USER")
+        .env_remove("AGENTD_CONFIG");
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run scripts/install.sh");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -59,6 +75,10 @@ fn install(l: &Layout) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+fn install(l: &Layout) -> Output {
+    run_ok(&mut install_cmd(l))
 }
 
 fn installed_agentd(l: &Layout, args: &[&str]) -> Output {
@@ -221,4 +241,306 @@ async fn install_then_doctor_then_manus_then_install_again_keeping_the_config() 
     });
     let record: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(record["outcome"], "finished", "{record:#}");
+}
+
+/// The bundled plugins' names, as the script installs them.
+fn bundled() -> Vec<String> {
+    let out = Command::new(repo_root().join("scripts/build-plugins.sh"))
+        .arg("--list-bundled")
+        .output()
+        .expect("build-plugins.sh --list-bundled");
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(names.iter().any(|n| n == "toolcall"), "{names:?}");
+    names
+}
+
+/// `agentd paths --config FILE` of the installed binary, as a map.
+fn paths(l: &Layout) -> std::collections::BTreeMap<String, String> {
+    let config = l.config.to_str().expect("utf-8 path").to_string();
+    let out = installed_agentd(l, &["paths", "--config", &config]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "agentd paths: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A TOML basic string of `p`.
+fn toml_path(p: &Path) -> String {
+    let s = p.to_str().expect("utf-8 path");
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A folder of stand-ins for `names`: each appends `NAME ARGS` to `log`
+/// and exits with `code`.
+fn stand_ins(dir: &Path, log: &Path, names: &[&str], code: i32) -> PathBuf {
+    let bin = dir.join("stand-ins");
+    std::fs::create_dir_all(&bin).expect("stand-ins folder");
+    for name in names {
+        let file = bin.join(name);
+        std::fs::write(
+            &file,
+            format!(
+                "#!/bin/sh\necho \"{name} $*\" >> '{}'\nexit {code}\n",
+                log.display()
+            ),
+        )
+        .expect("stand-in");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod stand-in");
+    }
+    bin
+}
+
+fn path_with(first: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![first.to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).expect("PATH")
+}
+
+#[test]
+fn an_existing_configs_plugins_dir_gets_the_bundled_plugins() {
+    let l = layout();
+    let elsewhere = l._root.path().join("elsewhere");
+    std::fs::create_dir_all(l.config.parent().expect("config folder")).expect("mkdir");
+    let text = format!(
+        "[daemon]\nstate_dir = {}\nplugins_dir = {}\n",
+        toml_path(&l.state),
+        toml_path(&elsewhere)
+    );
+    std::fs::write(&l.config, &text).expect("config");
+
+    let out = run_ok(install_cmd(&l).arg("--no-docker"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "installed the bundled plugins into {}",
+            elsewhere.display()
+        )),
+        "{stdout}"
+    );
+    for name in bundled() {
+        let there = elsewhere.join(format!("{name}.wasm"));
+        assert!(there.is_file(), "{} missing\n{stdout}", there.display());
+    }
+    assert!(
+        !l.state.join("plugins").exists(),
+        "the plugins went to <state>/plugins as well\n{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&l.config).expect("config"),
+        text,
+        "install.sh changed an existing configuration"
+    );
+}
+
+#[test]
+fn a_config_that_does_not_load_stops_the_script_with_agentds_message() {
+    let l = layout();
+    std::fs::create_dir_all(l.config.parent().expect("config folder")).expect("mkdir");
+    std::fs::write(
+        &l.config,
+        format!(
+            "[daemon]\nstate_dir = {}\nplugins_dri = \"/nowhere\"\n",
+            toml_path(&l.state)
+        ),
+    )
+    .expect("config");
+
+    let out = install_cmd(&l)
+        .arg("--no-docker")
+        .output()
+        .expect("run scripts/install.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:3", l.config.display())) && stderr.contains("plugins_dri"),
+        "no FILE:LINE message from agentd:\n{stderr}"
+    );
+    assert!(
+        !l.state.join("plugins").exists(),
+        "plugins installed for a configuration that does not load"
+    );
+}
+
+#[test]
+fn paths_with_spaces_and_quotes_work_end_to_end() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let odd = root.path().join("my \"agentd\" files");
+    let l = Layout {
+        prefix: odd.join("pre fix"),
+        state: odd.join("state \"dir\""),
+        config: odd.join("etc \"x\"/agentd.toml"),
+        socket: odd.join("agentd.sock"),
+        _root: root,
+    };
+    let out = run_ok(
+        install_cmd(&l)
+            .arg("--no-docker")
+            .args(["--model", "qwen\"2.5\\7b"])
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The starter configuration loads, and says the state folder is ours.
+    let p = paths(&l);
+    assert_eq!(p["config"], l.config.display().to_string(), "{p:?}");
+    assert_eq!(p["state_dir"], l.state.display().to_string(), "{p:?}");
+    assert_eq!(
+        p["plugins_dir"],
+        l.state.join("plugins").display().to_string(),
+        "{p:?}"
+    );
+    for name in bundled() {
+        let served = l.state.join(format!("plugins/{name}.wasm"));
+        assert!(served.is_file(), "{} missing\n{stdout}", served.display());
+    }
+    let starter = std::fs::read_to_string(&l.config).expect("config");
+    assert!(
+        starter.contains("model = \"qwen\\\"2.5\\\\7b\""),
+        "{starter}"
+    );
+}
+
+#[test]
+fn the_user_unit_is_quoted_and_an_upgrade_restarts_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let odd = root.path().join("a b%c$d");
+    let l = Layout {
+        prefix: odd.join("prefix"),
+        state: odd.join("state"),
+        config: odd.join("etc \"q\"/agentd.toml"),
+        socket: odd.join("agentd.sock"),
+        _root: root,
+    };
+    let log = l._root.path().join("systemctl.log");
+    let bin = stand_ins(l._root.path(), &log, &["systemctl"], 0);
+    let xdg = l._root.path().join("xdg");
+    run_ok(
+        install_cmd(&l)
+            .args(["--no-docker", "--service"])
+            .env("PATH", path_with(&bin))
+            .env("XDG_CONFIG_HOME", &xdg),
+    );
+    let calls = std::fs::read_to_string(&log).expect("systemctl log");
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        [
+            "systemctl --user show-environment",
+            "systemctl --user daemon-reload",
+            "systemctl --user enable agentd.service",
+            "systemctl --user try-restart agentd.service",
+            "systemctl --user start agentd.service",
+        ],
+        "{calls}"
+    );
+    let unit = std::fs::read_to_string(xdg.join("systemd/user/agentd.service")).expect("unit");
+    let exec = unit
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .expect("ExecStart=");
+    // The program: quoted, % doubled ($ is not expanded there); the
+    // argument: quoted, " and \ escaped, % and $ doubled.
+    let program = l.prefix.join("bin/agentd").display().to_string();
+    let config = l.config.display().to_string();
+    assert_eq!(
+        exec,
+        format!(
+            "ExecStart=\"{}\" serve --config \"{}\"",
+            program.replace('%', "%%"),
+            config
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('%', "%%")
+                .replace('$', "$$")
+        ),
+        "{unit}"
+    );
+}
+
+#[test]
+fn a_user_service_without_a_user_manager_is_refused_before_building() {
+    let l = layout();
+    let log = l._root.path().join("calls.log");
+    let bin = stand_ins(l._root.path(), &log, &["systemctl", "cargo", "rustup"], 1);
+    let out = install_cmd(&l)
+        .args(["--no-docker", "--service"])
+        .env("PATH", path_with(&bin))
+        .output()
+        .expect("run scripts/install.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("loginctl enable-linger"), "{stderr}");
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(calls, "systemctl --user show-environment\n");
+    assert!(!l.prefix.exists() && !l.config.exists());
+}
+
+#[test]
+fn a_system_service_with_another_state_dir_is_refused_before_anything() {
+    let l = layout();
+    let log = l._root.path().join("calls.log");
+    // Whatever the script would build, install or change with: none of
+    // them may run (and if the refusal were missing, they fail at once
+    // instead of changing this host).
+    let bin = stand_ins(
+        l._root.path(),
+        &log,
+        &[
+            "cargo",
+            "rustup",
+            "docker",
+            "systemctl",
+            "groupadd",
+            "useradd",
+            "usermod",
+            "chgrp",
+            "chown",
+            "chmod",
+            "install",
+            "mkdir",
+            "mv",
+            "runuser",
+            "sudo",
+            "getent",
+        ],
+        97,
+    );
+    let out = Command::new(repo_root().join("scripts/install.sh"))
+        .arg("--system")
+        .arg("--service")
+        .arg("--no-docker")
+        .arg("--binary")
+        .arg(env!("CARGO_BIN_EXE_agentd"))
+        .arg("--prefix")
+        .arg(&l.prefix)
+        .arg("--state-dir")
+        .arg(&l.state)
+        .arg("--config")
+        .arg(&l.config)
+        .env("PATH", path_with(&bin))
+        .env_remove("SUDO_USER")
+        .output()
+        .expect("run scripts/install.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--state-dir {}", l.state.display()))
+            && stderr.contains("ProtectSystem=strict")
+            && stderr.contains("Drop --state-dir")
+            && stderr.contains("without --service"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "");
+    assert!(!l.prefix.exists() && !l.config.exists() && !l.state.exists());
 }
