@@ -24,8 +24,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("api", 4),
     ("testkit", 4),
     ("config", 5),
-    ("daemon", 6),
-    ("cli", 7),
+    ("doctor", 6),
+    ("daemon", 7),
+    ("cli", 8),
 ];
 
 /// Edges allowed although they go up, each with its reason.
