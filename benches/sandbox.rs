@@ -1,7 +1,8 @@
 //! Sandbox figures, side by side in one run: create-to-ready, a command's
 //! round trip in the persistent shell against a `docker exec` through bollard
-//! and through the CLI, file write+read, removal, and a leak check after 200
-//! sandboxes. Needs a Docker engine and `agentd-sandbox-tiny:latest`
+//! and through the CLI, file write+read, removal, a run's time to its first
+//! command with and without the warm pool and under a burst of 100 runs,
+//! and a leak check after 200 sandboxes. Needs a Docker engine and `agentd-sandbox-tiny:latest`
 //! (scripts/ensure-docker.sh, scripts/build-images.sh).
 //!
 //! Run: `cargo bench --bench sandbox`.
@@ -150,6 +151,8 @@ async fn main() -> anyhow::Result<()> {
     report("file write+read (1 KiB, tar)", files);
     sb.destroy().await;
 
+    first_command(&config, &tag).await?;
+
     // Leak check: 200 sandboxes, two at a time, each used once.
     let t = Instant::now();
     for pair in 0..100 {
@@ -181,5 +184,83 @@ async fn main() -> anyhow::Result<()> {
         "  200 sandboxes created, used, removed in {:.1} s; containers left: {left}",
         t.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// A run's time to its first command (`echo hi` in the shell, from the
+/// sandbox handle to the answer), with no pool, with a ready pool, and for
+/// a burst of 100 runs starting at once with a pool of 2: what the runs
+/// beyond the pool wait.
+async fn first_command(config: &SandboxConfig, tag: &str) -> anyhow::Result<()> {
+    let cold = DockerSandboxProvider::new(&SandboxConfig {
+        pool_size: 0,
+        ..config.clone()
+    })?;
+    let mut samples = Vec::new();
+    for i in 0..20 {
+        let sb = cold.sandbox(&format!("bench-{tag}-cold-{i}"));
+        let t = Instant::now();
+        sb.shell("echo hi", None).await?;
+        samples.push(t.elapsed());
+        sb.destroy().await;
+    }
+    report("first command, no pool", samples);
+
+    let warm = DockerSandboxProvider::new(&SandboxConfig {
+        pool_size: 2,
+        ..config.clone()
+    })?;
+    warm.start_pool();
+    let mut samples = Vec::new();
+    for i in 0..20 {
+        wait_ready(&warm, 2).await?;
+        let sb = warm.sandbox(&format!("bench-{tag}-warm-{i}"));
+        let t = Instant::now();
+        sb.shell("echo hi", None).await?;
+        samples.push(t.elapsed());
+        sb.destroy().await;
+    }
+    report("first command, ready pool of 2", samples);
+
+    for (name, provider) in [("no pool", &cold), ("pool of 2", &warm)] {
+        if name == "pool of 2" {
+            wait_ready(provider, 2).await?;
+        }
+        let start = Instant::now();
+        let runs: Vec<_> = (0..100)
+            .map(|i| {
+                let sb = provider.sandbox(&format!("bench-{tag}-burst-{name}-{i}"));
+                tokio::spawn(async move {
+                    let r = sb.shell("echo hi", None).await;
+                    let waited = start.elapsed();
+                    sb.destroy().await;
+                    r.map(|_| waited)
+                })
+            })
+            .collect();
+        let mut waited = Vec::new();
+        for r in runs {
+            waited.push(r.await??);
+        }
+        waited.sort();
+        let (first, rest) = waited.split_at(if name == "pool of 2" { 2 } else { 0 });
+        if !first.is_empty() {
+            report(&format!("burst of 100, {name}: pooled"), first.to_vec());
+        }
+        report(&format!("burst of 100, {name}: the rest"), rest.to_vec());
+    }
+    warm.drain_pool().await;
+    Ok(())
+}
+
+async fn wait_ready(provider: &DockerSandboxProvider, n: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while provider.pool_status().ready < n {
+        if let Some(e) = provider.pool_status().last_error {
+            anyhow::bail!("the pool cannot fill: {e}");
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the pool did not fill");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     Ok(())
 }

@@ -427,6 +427,34 @@ pub struct EngineStatus {
     /// when agentd first reached it.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The warm pool of containers made ahead of runs on this engine.
+    #[serde(default)]
+    pub pool: PoolStatus,
+}
+
+/// `GET /v1/status`'s `sandbox_engine.pool`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    /// How many containers are kept ready (`[sandbox] pool_size`; 0: off).
+    pub target: usize,
+    /// Created, started, shell open, waiting for a run.
+    pub ready: usize,
+    /// Being created now.
+    pub creating: usize,
+    /// Why the last refill failed, until one succeeds.
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+impl From<crate::sandbox::PoolStatus> for PoolStatus {
+    fn from(p: crate::sandbox::PoolStatus) -> Self {
+        PoolStatus {
+            target: p.target,
+            ready: p.ready,
+            creating: p.creating,
+            last_error: p.last_error,
+        }
+    }
 }
 
 /// Every error the API returns has this body.

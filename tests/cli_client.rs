@@ -135,6 +135,7 @@ async fn status(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Json<Statu
             address: "unix:///var/run/docker.sock".into(),
             error: None,
             warnings: Vec::new(),
+            pool: Default::default(),
         },
         socket: "/run/agentd/agentd.sock".into(),
         state_dir: "/var/lib/agentd".into(),

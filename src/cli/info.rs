@@ -216,6 +216,12 @@ fn status_text(s: &Status) -> String {
         (Some(e), false) => format!("{} (unreachable: {e})", engine.address),
         (None, false) => format!("{} (unreachable)", engine.address),
     };
+    let pool = &engine.pool;
+    let pool = match (pool.target, &pool.last_error) {
+        (0, _) => "off".to_string(),
+        (t, None) => format!("{} of {t} ready, {} being made", pool.ready, pool.creating),
+        (t, Some(e)) => format!("{} of {t} ready; refilling fails: {e}", pool.ready),
+    };
     let accepting = if s.accepting_runs {
         "yes"
     } else {
@@ -249,6 +255,7 @@ fn status_text(s: &Status) -> String {
             },
         ),
         ("sandbox", sandbox),
+        ("pool", pool),
         ("accepting", accepting.to_string()),
     ];
     // Last, one a line: what an operator should fix about the engine.
@@ -349,6 +356,12 @@ mod tests {
                 address: "unix:///var/run/docker.sock".into(),
                 error: Some("no such file".into()),
                 warnings: vec!["the engine's runc is version 1.1.5".into()],
+                pool: crate::api::PoolStatus {
+                    target: 2,
+                    ready: 1,
+                    creating: 1,
+                    last_error: None,
+                },
             },
             socket: "/run/agentd/agentd.sock".into(),
             state_dir: "/var/lib/agentd".into(),
@@ -365,6 +378,10 @@ mod tests {
         );
         assert!(text.contains("uptime     1m05s\n"), "{text}");
         assert!(text.contains("runs       2 running, 0 queued\n"), "{text}");
+        assert!(
+            text.contains("pool       1 of 2 ready, 1 being made\n"),
+            "{text}"
+        );
         assert!(
             text.contains("sandbox    unix:///var/run/docker.sock (unreachable: no such file)\n"),
             "{text}"

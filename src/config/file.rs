@@ -407,6 +407,8 @@ pub struct SandboxKeys {
     pub disk_limit: Option<String>,
     /// The `nofile` ulimit in the container.
     pub max_open_files: Option<u64>,
+    /// Containers kept ready ahead of runs (0: none).
+    pub pool_size: Option<usize>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

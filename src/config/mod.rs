@@ -31,7 +31,7 @@ use crate::daemon::settings::{
 };
 use crate::llm::{LlmSettings, RetryPolicy};
 use crate::plugin::{Grants, PluginSettings};
-use crate::sandbox::SandboxConfig;
+use crate::sandbox::{SandboxConfig, MAX_POOL_SIZE};
 
 /// The endpoint assumed when an API key is set and no base URL is.
 const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -367,6 +367,15 @@ impl Config {
             user: s.user.clone().unwrap_or(d.user),
             disk_limit: s.disk_limit.clone().unwrap_or(d.disk_limit),
             max_open_files: s.max_open_files.unwrap_or(d.max_open_files),
+            pool_size: match s.pool_size {
+                Some(n) if n > MAX_POOL_SIZE => {
+                    return Err(invalid(format!(
+                        "[sandbox] pool_size {n} is more than {MAX_POOL_SIZE}: each pooled \
+                         container holds its memory while idle"
+                    )))
+                }
+                n => n.unwrap_or(d.pool_size),
+            },
         };
         let mut plugins = PluginSettings::default();
         if let Some(size) = &f.plugins.memory_limit {

@@ -462,6 +462,19 @@ fn sandbox_containment_keys_are_parsed() {
 }
 
 #[test]
+fn the_warm_pool_defaults_to_two_and_refuses_a_fleet() {
+    assert_eq!(Config::defaults().sandbox.pool_size, 2);
+    let off = parse("[llm]\nmodel = \"m\"\n\n[sandbox]\npool_size = 0\n").expect("valid");
+    assert_eq!(off.sandbox.pool_size, 0);
+    let err = parse("[llm]\nmodel = \"m\"\n\n[sandbox]\npool_size = 500\n").expect_err("too many");
+    assert!(
+        err.to_string()
+            .contains("[sandbox] pool_size 500 is more than 64"),
+        "{err}"
+    );
+}
+
+#[test]
 fn api_limits_have_defaults_and_refuse_nonsense() {
     let d = Config::defaults().daemon;
     assert_eq!(d.max_connections, 256);

@@ -101,6 +101,10 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     };
     if let Some(docker) = &docker {
         reap(docker).await;
+        // After the reap, which would take the pool's containers for a
+        // dead run's; filled in the background, so start-up never waits
+        // for the engine.
+        docker.start_pool();
     }
     let sandboxes: Arc<dyn SandboxProvider> = match &docker {
         Some(p) => p.clone(),
@@ -201,6 +205,8 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     daemon.mcp.stop(crate::mcp::clients::STOP_WITHIN).await;
     mcp_stop.cancel();
     if let Some(docker) = &docker {
+        // The pool first, so no refill starts after the reap.
+        docker.drain_pool().await;
         // Every run has removed its own sandbox; this catches a container
         // whose removal failed, so none outlives the daemon.
         reap(docker).await;
@@ -409,20 +415,35 @@ fn reload(daemon: &Daemon) {
     match Config::load_with_secrets(Some(path)) {
         Ok(mut config) => {
             let old = daemon.generation();
-            // The socket, folders, limits and sandbox are bound at start-up;
+            // The socket, folders and limits are bound at start-up;
             // taking them from the new file would make the status and the
             // running daemon disagree.
-            if config.sandbox != old.config.sandbox
-                || config.daemon != old.config.daemon
+            if config.daemon != old.config.daemon
                 || config.plugins != old.config.plugins
                 || config.mcp_server != old.config.mcp_server
             {
-                warn!("SIGHUP: changes to [daemon], [sandbox], [mcp_server] and [plugins] memory_limit take effect at the next restart; agents, [llm], [mcp.<server>] and the grants of [plugins.<name>] are reloaded now");
+                warn!("SIGHUP: changes to [daemon], [mcp_server] and [plugins] memory_limit take effect at the next restart; agents, [llm], [sandbox], [mcp.<server>] and the grants of [plugins.<name>] are reloaded now");
             }
             config.daemon = old.config.daemon.clone();
             config.mcp_server = old.config.mcp_server.clone();
-            config.sandbox = old.config.sandbox.clone();
             config.plugins = old.config.plugins;
+            // `[sandbox]` applies to runs started from now on; runs under
+            // way keep their containers, and the warm pool is remade.
+            let sandbox_changed = config.sandbox != old.config.sandbox;
+            match (&daemon.docker, sandbox_changed) {
+                (_, false) => {}
+                (Some(_), true) => {
+                    if let Err(e) = DockerSandboxProvider::check(&config.sandbox) {
+                        error!(error = %e, "configuration reload refused; keeping the running configuration");
+                        systemd::ready(&status_line(daemon));
+                        return;
+                    }
+                }
+                (None, true) => {
+                    warn!("SIGHUP: the sandbox was disabled at start-up; changes to [sandbox] take effect at the next restart");
+                    config.sandbox = old.config.sandbox.clone();
+                }
+            }
             if let Err(e) = config
                 .plugin_grants
                 .check_memory_limits(config.plugins.memory_limit)
@@ -430,6 +451,14 @@ fn reload(daemon: &Daemon) {
                 error!(error = %e, "configuration reload refused; keeping the running configuration");
                 systemd::ready(&status_line(daemon));
                 return;
+            }
+            if let (Some(docker), true) = (&daemon.docker, sandbox_changed) {
+                if let Err(e) = docker.reconfigure(&config.sandbox) {
+                    error!(error = %e, "configuration reload refused; keeping the running configuration");
+                    systemd::ready(&status_line(daemon));
+                    return;
+                }
+                info!("[sandbox] changed: new runs use the new settings; the warm pool is remade");
             }
             daemon.swap_config(config);
             info!(file = %path.display(), "configuration reloaded");

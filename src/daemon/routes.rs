@@ -119,6 +119,7 @@ async fn status(State(d): Shared) -> Json<Status> {
                 address: docker.engine_address().to_string(),
                 error,
                 warnings: docker.isolation_warnings(),
+                pool: docker.pool_status().into(),
             }
         }
         None => EngineStatus {
@@ -126,6 +127,7 @@ async fn status(State(d): Shared) -> Json<Status> {
             address: String::new(),
             error: d.docker_error.clone(),
             warnings: Vec::new(),
+            pool: Default::default(),
         },
     };
     let snapshot = d.plugins.snapshot();

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 pub mod docker;
 mod settings;
 
-pub use settings::SandboxConfig;
+pub use settings::{SandboxConfig, MAX_POOL_SIZE};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSpec {
@@ -36,6 +36,19 @@ pub struct DirEntry {
     pub name: String,
     pub is_dir: bool,
     pub size: u64,
+}
+
+/// The warm pool of one engine, for status reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PoolStatus {
+    /// `[sandbox] pool_size`: how many containers are kept ready.
+    pub target: usize,
+    /// Created, started, shell open, waiting for a run.
+    pub ready: usize,
+    /// Being created now.
+    pub creating: usize,
+    /// Why the last refill failed, until one succeeds.
+    pub last_error: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

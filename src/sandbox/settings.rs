@@ -31,7 +31,16 @@ pub struct SandboxConfig {
     pub disk_limit: String,
     /// The `nofile` ulimit of every process in the container.
     pub max_open_files: u64,
+    /// Containers the daemon keeps created and started ahead of runs, each
+    /// with its shell already open, so a run's first command does not wait
+    /// for a container. Each is handed to one run only and removed with it.
+    /// 0 turns the pool off.
+    pub pool_size: usize,
 }
+
+/// The largest `[sandbox] pool_size`: each pooled container holds its
+/// memory and processes while idle, and a pool is a head start, not a fleet.
+pub const MAX_POOL_SIZE: usize = 64;
 
 impl SandboxConfig {
     /// The timeout of one command: what the plugin asked for, clamped to
@@ -62,6 +71,7 @@ impl Default for SandboxConfig {
             user: DEFAULT_SANDBOX_USER.into(),
             disk_limit: "1g".into(),
             max_open_files: 1024,
+            pool_size: 2,
         }
     }
 }

@@ -34,6 +34,12 @@ pub const DAEMON_PLUGINS: &[&str] = &["toolcall", "terminate", "echo", "bash", "
 pub const VERSIONED_STRATEGY_AGENT: &str =
     "\n[agents.versioned]\nstrategy = \"versioned_strategy\"\ntools = []\nmax_steps = 10\n";
 
+/// The warm pool is off in test daemons unless a test turns it on
+/// (replacing this line): the suite's tests count the containers their runs
+/// leave, and two made ahead by every daemon would be noise to them. The
+/// pool's own tests (`tests/sandbox_pool.rs`) run with it.
+pub const POOL_OFF: &str = "pool_size = 0";
+
 /// The configuration every daemon test starts from; `extra` is appended
 /// (more `[daemon]` keys first, then other tables).
 pub fn config_text(llm: &FakeLlm, dir: &Path, plugins: &Path, extra: &str) -> String {
@@ -51,7 +57,7 @@ pub fn config_text_for(
     format!(
         "[llm]\nmodel = \"{model}\"\nbase_url = \"{base_url}\"\napi_key = \"k\"\nretry_backoff_ms = 10\n\n\
          [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nshutdown_grace = 2\n{extra}\n\n\
-         [sandbox]\nimage = \"agentd-sandbox-tiny:latest\"\n",
+         [sandbox]\nimage = \"agentd-sandbox-tiny:latest\"\n{POOL_OFF}\n",
         plugins.display(),
         dir.join("state").display(),
         dir.join("agentd.sock").display(),

@@ -19,8 +19,15 @@ use crate::sandbox::SandboxError;
 /// Set to `true` on every container agentd creates: what the orphan reaper
 /// looks for.
 pub const LABEL_MANAGED: &str = "agentd.managed";
-/// The id of the run a container belongs to.
+/// The id of the run a container belongs to. A pooled container is made
+/// before its run exists: it carries `pool-<random>` here for good (labels
+/// cannot change), is renamed `agentd-<run id>` when a run takes it, and
+/// the run's record of it is the daemon's, not the label's.
 pub const LABEL_RUN: &str = "agentd.run";
+/// On a container made ahead of time for the warm pool: the pool's id
+/// (one per provider configuration), so a drained pool's containers are
+/// told from the current one's.
+pub const LABEL_POOL: &str = "agentd.pool";
 
 /// Docker refuses less than 6 MiB.
 const MIN_MEMORY: i64 = 6 << 20;
@@ -132,6 +139,9 @@ pub(crate) struct Container {
     pub(crate) ids: Ids,
     /// `ids` as an exec's `User`.
     pub(crate) exec_user: String,
+    /// Its `agentd.run` label, which its volumes carry too: the run's id,
+    /// or `pool-...` for a container made for the pool.
+    pub(crate) run_label: String,
 }
 
 /// `agentd-<run id>`, reduced to what Docker accepts in a name.
@@ -200,12 +210,16 @@ fn spec(
     ids: Ids,
     run_id: &str,
     owner: &str,
+    pool: Option<&str>,
 ) -> ContainerCreateBody {
-    let labels = HashMap::from([
+    let mut labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_RUN.to_string(), run_id.to_string()),
         (super::owner::LABEL_OWNER.to_string(), owner.to_string()),
     ]);
+    if let Some(pool) = pool {
+        labels.insert(LABEL_POOL.to_string(), pool.to_string());
+    }
     let work_dir = config.work_dir.trim_end_matches('/').to_string();
     let mut mounts = vec![tmpfs_volume(
         &work_dir,
@@ -285,6 +299,16 @@ fn spec(
     }
 }
 
+/// Who a container is made for: its run (or pool slot), the provider that
+/// owns it, and the pool it waits in, if any.
+pub(crate) struct Made<'a> {
+    pub(crate) run_id: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) pool: Option<&'a str>,
+    /// The engine's address, for messages.
+    pub(crate) engine: &'a str,
+}
+
 /// Creates and starts the run's container, whose commands run as `ids`.
 /// Every error is [`SandboxError::Unavailable`]: without a container the
 /// run has no sandbox at all. The image is never pulled.
@@ -293,11 +317,15 @@ pub(crate) async fn create(
     config: &SandboxConfig,
     limits: &Limits,
     ids: Ids,
-    run_id: &str,
-    owner: &str,
-    engine: &str,
+    made: Made<'_>,
 ) -> Result<Container, SandboxError> {
-    let body = spec(config, limits, ids, run_id, owner);
+    let Made {
+        run_id,
+        owner,
+        pool,
+        engine,
+    } = made;
+    let body = spec(config, limits, ids, run_id, owner, pool);
     let mut name = container_name(run_id);
     let mut attempts = 0;
     let id = loop {
@@ -329,7 +357,25 @@ pub(crate) async fn create(
         name,
         ids,
         exec_user: ids.exec_user(),
+        run_label: run_id.to_string(),
     })
+}
+
+/// Gives a pooled container its run's name, so `docker ps` shows whose it
+/// is. Best effort: the name is for people; agentd tracks the container by
+/// id.
+pub(crate) async fn rename_for_run(docker: &Docker, id: &str, run_id: &str) -> Option<String> {
+    let name = container_name(run_id);
+    let options = bollard::query_parameters::RenameContainerOptionsBuilder::default()
+        .name(&name)
+        .build();
+    match docker.rename_container(id, options).await {
+        Ok(()) => Some(name),
+        Err(e) => {
+            tracing::debug!(container = id, run = run_id, error = %e, "pooled container kept its pool name");
+            None
+        }
+    }
 }
 
 /// A container already has our name: a leftover of this very run (a daemon

@@ -26,8 +26,8 @@
 //! engine or runc, no seccomp, no user namespace); `container` creates and removes containers; `exec` runs one-off
 //! commands; `shell` keeps the persistent session; `output` bounds what
 //! is buffered; `files` moves files; `reaper` removes orphans;
-//! `user` turns `[sandbox] user` into numbers; `provider` and `sandbox`
-//! tie them to the traits.
+//! `user` turns `[sandbox] user` into numbers; `pool` keeps containers
+//! ready ahead of runs; `provider` and `sandbox` tie them to the traits.
 
 mod container;
 mod engine;
@@ -36,6 +36,7 @@ mod files;
 mod isolation;
 mod output;
 mod owner;
+mod pool;
 mod provider;
 mod reaper;
 mod sandbox;
@@ -43,7 +44,7 @@ mod scripts;
 mod shell;
 mod user;
 
-pub use container::{parse_memory_limit, LABEL_MANAGED, LABEL_RUN};
+pub use container::{parse_memory_limit, LABEL_MANAGED, LABEL_POOL, LABEL_RUN};
 pub use owner::LABEL_OWNER;
 pub use provider::{DockerSandboxProvider, DEFAULT_MAX_READ_BYTES};
 pub use sandbox::DockerSandbox;

@@ -2,7 +2,7 @@
 //! shared by the sandboxes of all runs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bollard::Docker;
 use tokio::sync::OnceCell;
@@ -10,17 +10,20 @@ use tokio::sync::OnceCell;
 use super::container::Limits;
 use super::engine::{self, Connected, Host, PROBE_TIMEOUT};
 use super::owner::Owner;
+use super::pool::Pool;
 use super::reaper;
 use super::sandbox::DockerSandbox;
 use super::user::{self, Ids, UserSpec};
 use crate::sandbox::SandboxConfig;
-use crate::sandbox::{Sandbox, SandboxError, SandboxProvider};
+use crate::sandbox::{PoolStatus, Sandbox, SandboxError, SandboxProvider};
+use crate::sync::RwLockExt;
 
 /// Files larger than this are refused by `read_file` unless changed with
 /// [`DockerSandboxProvider::with_max_read_bytes`]: a read is held in memory.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 64 << 20;
 
-/// What every sandbox of a provider shares.
+/// What every sandbox made under one configuration shares. A `[sandbox]`
+/// change makes a new one; runs already under way keep theirs.
 pub(crate) struct Shared {
     pub(crate) config: SandboxConfig,
     pub(crate) limits: Limits,
@@ -35,6 +38,16 @@ pub(crate) struct Shared {
     pub(crate) owner_label: String,
     /// `[sandbox] user` as numbers, once looked up in the image.
     ids: tokio::sync::Mutex<Option<Ids>>,
+    /// Containers made ahead of runs with this configuration.
+    pub(crate) pool: Arc<Pool>,
+}
+
+impl Drop for Shared {
+    /// Stops the pool's refill task; its ready containers were drained by
+    /// whoever replaced this configuration, or go to the reaper.
+    fn drop(&mut self) {
+        self.pool.close();
+    }
 }
 
 impl Shared {
@@ -78,7 +91,11 @@ impl Shared {
 /// [`SandboxError::Unavailable`] at first use (see [`Self::ping`] for
 /// status reports).
 pub struct DockerSandboxProvider {
-    shared: Arc<Shared>,
+    /// Swapped whole by [`Self::reconfigure`].
+    shared: RwLock<Arc<Shared>>,
+    /// Whether the warm pool runs (the daemon's choice): kept across
+    /// reconfigurations.
+    pooling: std::sync::atomic::AtomicBool,
 }
 
 impl DockerSandboxProvider {
@@ -86,48 +103,125 @@ impl DockerSandboxProvider {
     /// parse, an unsupported `docker_host`), never because the engine is
     /// down. A caller that wants to start anyway can serve
     /// [`NoSandbox`](crate::sandbox::NoSandbox) with the error's text.
+    ///
+    /// The warm pool does not run until [`Self::start_pool`]: a one-run
+    /// `run --local` or `doctor` has no use for containers made ahead.
     pub fn new(config: &SandboxConfig) -> Result<Self, SandboxError> {
+        let shared = Self::make_shared(config, Owner::current(), None)?;
+        Ok(DockerSandboxProvider {
+            shared: RwLock::new(Arc::new(shared)),
+            pooling: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// `connected`: the engine connection to keep, when the address did
+    /// not change.
+    fn make_shared(
+        config: &SandboxConfig,
+        owner: Owner,
+        connected: Option<Connected>,
+    ) -> Result<Shared, SandboxError> {
         let limits = Limits::from_config(config).map_err(SandboxError::Unavailable)?;
         let (host, engine) =
             Host::parse(config.docker_host.as_deref()).map_err(SandboxError::Unavailable)?;
-        let owner = Owner::current();
-        Ok(DockerSandboxProvider {
-            shared: Arc::new(Shared {
-                config: config.clone(),
-                limits,
-                host,
-                engine,
-                docker: OnceCell::new(),
-                max_read_bytes: AtomicU64::new(DEFAULT_MAX_READ_BYTES),
-                owner_label: owner.to_string(),
-                owner,
-                ids: tokio::sync::Mutex::new(None),
-            }),
+        Ok(Shared {
+            config: config.clone(),
+            limits,
+            host,
+            engine,
+            docker: OnceCell::new_with(connected),
+            max_read_bytes: AtomicU64::new(DEFAULT_MAX_READ_BYTES),
+            owner_label: owner.to_string(),
+            owner,
+            ids: tokio::sync::Mutex::new(None),
+            pool: Arc::new(Pool::new(config.pool_size)),
         })
+    }
+
+    fn shared(&self) -> Arc<Shared> {
+        self.shared.read_unpoisoned().clone()
+    }
+
+    /// Whether `config` would be accepted by [`Self::reconfigure`]: what a
+    /// reload checks before it commits to a new file.
+    pub fn check(config: &SandboxConfig) -> Result<(), SandboxError> {
+        Limits::from_config(config).map_err(SandboxError::Unavailable)?;
+        Host::parse(config.docker_host.as_deref()).map_err(SandboxError::Unavailable)?;
+        Ok(())
+    }
+
+    /// Makes the sandboxes of runs started from now on with `config`
+    /// (SIGHUP). Runs under way keep the configuration they started with,
+    /// and their containers; the old pool's ready containers, made with
+    /// the old settings, are removed (in the background) and a new pool
+    /// filled. The engine connection is kept when `docker_host` did not
+    /// change. Needs a Tokio runtime.
+    pub fn reconfigure(&self, config: &SandboxConfig) -> Result<(), SandboxError> {
+        let old = self.shared();
+        let same_engine = old.config.docker_host == config.docker_host;
+        let connected = same_engine.then(|| old.docker.get().cloned()).flatten();
+        let fresh = Self::make_shared(config, old.owner.clone(), connected)?;
+        fresh.max_read_bytes.store(
+            old.max_read_bytes.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        let fresh = Arc::new(fresh);
+        *self.shared.write_unpoisoned() = fresh.clone();
+        tokio::spawn(async move { old.pool.drain(&old).await });
+        if self.pooling.load(Ordering::Acquire) {
+            Pool::start(&fresh);
+        }
+        Ok(())
+    }
+
+    /// Starts keeping `[sandbox] pool_size` containers ready (a daemon
+    /// does; needs a Tokio runtime). Idempotent.
+    pub fn start_pool(&self) {
+        self.pooling.store(true, Ordering::Release);
+        Pool::start(&self.shared());
+    }
+
+    /// Removes the pool's ready containers and stops refilling it: at
+    /// shutdown, before the last reap. Returns how many were removed.
+    pub async fn drain_pool(&self) -> usize {
+        self.pooling.store(false, Ordering::Release);
+        let shared = self.shared();
+        shared.pool.drain(&shared).await
+    }
+
+    /// The warm pool now.
+    pub fn pool_status(&self) -> PoolStatus {
+        self.shared().pool.status()
+    }
+
+    /// The current pool's id, the value of its containers'
+    /// [`LABEL_POOL`](super::LABEL_POOL) label.
+    pub fn pool_id(&self) -> String {
+        self.shared().pool.id.clone()
     }
 
     /// Changes the largest file `read_file` accepts (default
     /// [`DEFAULT_MAX_READ_BYTES`]).
     pub fn with_max_read_bytes(self, bytes: u64) -> Self {
-        self.shared.max_read_bytes.store(bytes, Ordering::Relaxed);
+        self.shared().max_read_bytes.store(bytes, Ordering::Relaxed);
         self
     }
 
     /// The engine's address, e.g. `unix:///var/run/docker.sock`.
-    pub fn engine_address(&self) -> &str {
-        &self.shared.engine
+    pub fn engine_address(&self) -> String {
+        self.shared().engine.clone()
     }
 
-    /// The configuration the sandboxes are made from.
-    pub fn config(&self) -> &SandboxConfig {
-        &self.shared.config
+    /// The configuration the sandboxes of new runs are made from.
+    pub fn config(&self) -> SandboxConfig {
+        self.shared().config.clone()
     }
 
     /// What weakens the sandbox's isolation on this engine (old runc, no
     /// user namespace, ...), as found when it was first reached; empty
     /// until then.
     pub fn isolation_warnings(&self) -> Vec<String> {
-        self.shared
+        self.shared()
             .docker
             .get()
             .map(|c| c.warnings.clone())
@@ -136,13 +230,14 @@ impl DockerSandboxProvider {
 
     /// Whether the engine answers, for status reports.
     pub async fn ping(&self) -> Result<(), SandboxError> {
-        let docker = self.shared.docker().await?;
+        let shared = self.shared();
+        let docker = shared.docker().await?;
         match tokio::time::timeout(PROBE_TIMEOUT, docker.ping()).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(engine::unreachable(&self.shared.engine, &e)),
+            Ok(Err(e)) => Err(engine::unreachable(&shared.engine, &e)),
             Err(_) => Err(SandboxError::Unavailable(format!(
                 "cannot reach the Docker engine at {}: no answer within {}s",
-                self.shared.engine,
+                shared.engine,
                 PROBE_TIMEOUT.as_secs()
             ))),
         }
@@ -154,12 +249,13 @@ impl DockerSandboxProvider {
     /// `live_run_ids`. Containers of other live processes (a concurrent
     /// `agentd run --local`, another daemon) are left alone.
     pub async fn reap_orphans(&self, live_run_ids: &[String]) -> Result<usize, SandboxError> {
-        let docker = self.shared.docker().await?;
-        reaper::reap(&docker, &self.shared.owner, live_run_ids)
+        let shared = self.shared();
+        let docker = shared.docker().await?;
+        reaper::reap(&docker, &shared.owner, live_run_ids)
             .await
             .map_err(|e| {
                 if engine::is_unreachable(&e) {
-                    engine::unreachable(&self.shared.engine, &e)
+                    engine::unreachable(&shared.engine, &e)
                 } else {
                     SandboxError::Failed(format!(
                         "cannot list sandbox containers: {}",
@@ -172,13 +268,13 @@ impl DockerSandboxProvider {
     /// The sandbox of `run_id`, as its concrete type (for benchmarks and
     /// tests; runs use [`SandboxProvider::for_run`]).
     pub fn sandbox(&self, run_id: &str) -> Arc<DockerSandbox> {
-        Arc::new(DockerSandbox::new(run_id, self.shared.clone()))
+        Arc::new(DockerSandbox::new(run_id, self.shared()))
     }
 
     /// The engine connection (connecting on first use), for benchmarks
     /// that compare against raw bollard calls.
     pub async fn docker(&self) -> Result<Docker, SandboxError> {
-        self.shared.docker().await
+        self.shared().docker().await
     }
 }
 

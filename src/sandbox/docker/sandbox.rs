@@ -152,6 +152,17 @@ impl DockerSandbox {
         if let Some(c) = &state.container {
             return Ok((docker, c.clone()));
         }
+        if let Some(warm) = self.shared.pool.take() {
+            self.shell.adopt(warm.shell).await;
+            let c = Arc::new(warm.container);
+            tracing::info!(container = %c.name, "sandbox container taken from the warm pool");
+            // The run's name, for people reading `docker ps`; off the path
+            // of the first command.
+            let (d, id, run) = (docker.clone(), c.id.clone(), self.run_id.clone());
+            tokio::spawn(async move { container::rename_for_run(&d, &id, &run).await });
+            state.container = Some(c.clone());
+            return Ok((docker, c));
+        }
         let ids = self
             .shared
             .ids(&docker)
@@ -164,9 +175,12 @@ impl DockerSandbox {
             &self.shared.config,
             &self.shared.limits,
             ids,
-            &self.run_id,
-            &self.shared.owner_label,
-            &self.shared.engine,
+            container::Made {
+                run_id: &self.run_id,
+                owner: &self.shared.owner_label,
+                pool: None,
+                engine: &self.shared.engine,
+            },
         )
         .await
         .map_err(|e| self.record_fatal(e))?;
@@ -445,7 +459,7 @@ impl Sandbox for DockerSandbox {
             match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &c.id)).await {
                 Ok(Ok(())) => {
                     tracing::info!(container = %c.name, "sandbox container removed");
-                    let volumes = container::remove_volumes(&docker, &self.run_id);
+                    let volumes = container::remove_volumes(&docker, &c.run_label);
                     if tokio::time::timeout(REMOVE_TIMEOUT, volumes).await.is_err() {
                         tracing::warn!(container = %c.name, "removing the sandbox's volumes timed out; the orphan reaper will");
                     }

@@ -496,6 +496,30 @@ impl Shell {
         Ok(())
     }
 
+    /// A shell with its session already started: what a pooled container
+    /// is kept with, so a run's first command pays neither the exec nor the
+    /// shell's start.
+    pub(crate) async fn started(t: Target<'_>, work_dir: &str) -> Result<Shell, OpError> {
+        Ok(Shell {
+            session: Mutex::new(Some(Session::start(t, work_dir).await?)),
+        })
+    }
+
+    /// Whether an idle, started session still has its shell (a pooled
+    /// container killed behind agentd's back has none). Never waits.
+    pub(crate) fn is_alive(&self) -> bool {
+        match self.session.try_lock() {
+            Ok(mut guard) => guard.as_mut().is_some_and(Session::idle_alive),
+            Err(_) => true,
+        }
+    }
+
+    /// Takes over `other`'s session (a pooled container's), dropping any
+    /// of its own.
+    pub(crate) async fn adopt(&self, other: Shell) {
+        *self.session.lock().await = other.session.into_inner();
+    }
+
     /// Drops the session without waiting for a command in flight (the
     /// container's removal ends that one).
     pub(crate) fn close(&self) {
