@@ -415,3 +415,35 @@ async fn pruning_a_run_removes_its_kept_files() {
         );
     });
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_interrupted_by_a_shutdown_keeps_its_files() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "write then wait",
+        [bash("echo 'v = 1' > late.py"), bash("sleep 600")],
+    );
+    let mut d = tokio::task::block_in_place(|| Daemon::start(&llm, AGENTS));
+    tokio::task::block_in_place(|| {
+        let id = d.create_run("keeper", "write then wait");
+        // The second call has started: the first, which wrote the file,
+        // has completed.
+        let deadline = std::time::Instant::now() + WAIT;
+        while d
+            .events_so_far(&id)
+            .iter()
+            .filter(|e| e["type"] == "tool_call")
+            .count()
+            < 2
+        {
+            assert!(std::time::Instant::now() < deadline, "never called twice");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d.stop();
+        d.spawn(&[]);
+        let record = d.wait_run(&id, WAIT);
+        assert_eq!(record["outcome"], "interrupted", "{record}");
+        assert_eq!(kept_paths(&record), ["late.py"], "{record}");
+        assert_eq!(download(&d, &id, "late.py"), (200, b"v = 1\n".to_vec()));
+    });
+}
