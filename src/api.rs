@@ -11,6 +11,8 @@
 //! Unknown fields are tolerated when reading (a newer daemon may add some)
 //! and refused in request bodies (a typo in a script should not be ignored).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::agent::settings::Source;
@@ -24,6 +26,74 @@ use crate::chat::Usage;
 pub struct CreateRun {
     pub agent: String,
     pub request: String,
+    /// Files written into the run's work dir before its first step, by
+    /// path relative to it: `{"notes.txt": "text", "data.bin":
+    /// {"content": "AAEC", "encoding": "base64"}}`. The request body's
+    /// `max_request_bytes` bounds them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, FileContent>,
+}
+
+/// One file of [`CreateRun::files`]: a string is the file's text; an
+/// object gives its `content` in an `encoding` (`text`, the default, or
+/// `base64` for any bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FileContent {
+    Text(String),
+    Encoded(EncodedFile),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncodedFile {
+    pub content: String,
+    #[serde(default)]
+    pub encoding: FileEncoding,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileEncoding {
+    #[default]
+    Text,
+    Base64,
+}
+
+impl FileContent {
+    /// `bytes` as sent: text when it is UTF-8, base64 otherwise.
+    pub fn of(bytes: Vec<u8>) -> Self {
+        match String::from_utf8(bytes) {
+            Ok(text) => FileContent::Text(text),
+            Err(e) => {
+                use base64::Engine;
+                FileContent::Encoded(EncodedFile {
+                    content: base64::engine::general_purpose::STANDARD.encode(e.as_bytes()),
+                    encoding: FileEncoding::Base64,
+                })
+            }
+        }
+    }
+
+    /// The file's bytes; an error says why base64 did not decode.
+    pub fn bytes(self) -> Result<Vec<u8>, String> {
+        match self {
+            FileContent::Text(text)
+            | FileContent::Encoded(EncodedFile {
+                content: text,
+                encoding: FileEncoding::Text,
+            }) => Ok(text.into_bytes()),
+            FileContent::Encoded(EncodedFile {
+                content,
+                encoding: FileEncoding::Base64,
+            }) => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(content.trim())
+                    .map_err(|e| format!("not base64: {e}"))
+            }
+        }
+    }
 }
 
 /// `POST /v1/runs/{id}/input`: the answer to the run's question.
@@ -59,6 +129,10 @@ pub struct ResumeRun {
     /// default: what is left of the agent's step limit, at least 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
+    /// Whether the new run starts with the old run's kept files in its
+    /// work dir (default `true`: resuming is continuing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<bool>,
 }
 
 /// How a run is linked to the run it resumed and to the run that resumed
@@ -276,6 +350,11 @@ pub struct RunView {
     pub messages: Vec<Message>,
     #[serde(flatten)]
     pub paging: MessagePaging,
+    /// What `[agents.X] keep_files` kept when the run ended (the files,
+    /// their bytes, and what the `keep_limit` cap left out); absent while
+    /// the run goes on and for an agent that keeps nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<crate::agent::KeptFiles>,
 }
 
 /// Where a page of messages sits in the transcript.
@@ -865,7 +944,46 @@ mod wire_tests {
             run,
             r#"{"id":"r2","seq":2,"agent":"coder","request":"fix it","state":"queued","steps":0,"error":null,"usage":{"prompt_tokens":0,"completion_tokens":0},"created_at_ms":1700000000000,"resumed_from":"r1","resumed_at_step":3,"resumed_messages":9,"resumed_by":"r3"}"#,
         );
-        assert_wire(ResumeRun { steps: Some(2) }, r#"{"steps":2}"#);
+        assert_wire(
+            ResumeRun {
+                steps: Some(2),
+                files: None,
+            },
+            r#"{"steps":2}"#,
+        );
+        assert_wire(
+            ResumeRun {
+                steps: None,
+                files: Some(false),
+            },
+            r#"{"files":false}"#,
+        );
+    }
+
+    #[test]
+    fn run_files_are_text_or_encoded() {
+        let create: CreateRun = serde_json::from_str(
+            r#"{"agent":"a","request":"r","files":{"a.txt":"hi","b.bin":{"content":"AAE=","encoding":"base64"},"c.txt":{"content":"x"}}}"#,
+        )
+        .expect("parse");
+        let bytes: Vec<Vec<u8>> = create
+            .files
+            .into_values()
+            .map(|f| f.bytes().expect("bytes"))
+            .collect();
+        assert_eq!(bytes, [b"hi".to_vec(), vec![0, 1], b"x".to_vec()]);
+        assert!(serde_json::from_str::<CreateRun>(
+            r#"{"agent":"a","request":"r","files":{"a":{"content":"x","encoding":"rot13"}}}"#
+        )
+        .is_err());
+        assert_eq!(
+            FileContent::of(b"text".to_vec()),
+            FileContent::Text("text".into())
+        );
+        assert_eq!(
+            FileContent::of(vec![0xff]).bytes().expect("bytes"),
+            vec![0xff]
+        );
     }
 
     #[test]

@@ -100,6 +100,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
         plan: None,
         messages: vec![Message::user("hi")],
         paging: Default::default(),
+        files: None,
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod context;
 pub mod counted_sandbox;
 pub mod events;
+pub mod files;
 pub mod human;
 pub mod limits;
 pub mod memory;
@@ -23,6 +24,7 @@ pub mod stuck;
 pub mod tool_provider;
 
 pub use events::{EventSink, MessageSink, RunEvent};
+pub use files::{InputFile, KeptFile, KeptFiles};
 pub use human::{Approve, Decision, HumanChannel, ReplyError, WaitSlot, Waiting};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use resume::{Checkpoint, CheckpointHook, Prior};

@@ -89,4 +89,8 @@ pub struct RunRecord {
     /// predecessor's for a resumed run); `None` when it has none.
     #[serde(default)]
     pub plan: Option<crate::plan::Plan>,
+    /// What `[agents.X] keep_files` kept when the run ended; `None` when
+    /// the agent keeps nothing (or the caller gave no folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<crate::sandbox::KeptFiles>,
 }

@@ -11,6 +11,7 @@ use tracing::{info, info_span, warn, Instrument};
 use super::context::{NextStep, RunContext};
 use super::counted_sandbox::CountedSandbox;
 use super::events::{discard_events, EventSink, MessageSink, RunEvent};
+use super::files::{InputFile, KeepSpec, KeptFiles};
 use super::human::HumanChannel;
 use super::outcome::{AgentState, Outcome, RunRecord};
 use super::resume::{CheckpointHook, Prior};
@@ -75,6 +76,13 @@ pub struct RunOptions {
     /// Awaited at the end of each completed step, before the next one
     /// begins: where the caller makes the step durable.
     pub checkpoint: Option<CheckpointHook>,
+    /// Written into the sandbox's work dir before the first step; a file
+    /// that cannot be written ends the run `error`, naming it.
+    pub files: Vec<InputFile>,
+    /// The folder the files matching `[agents.X] keep_files` are copied
+    /// to when the run ends (the daemon's `<state_dir>/artifacts/<id>`);
+    /// `None`: nothing is kept, whatever the agent says.
+    pub keep_into: Option<std::path::PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -87,6 +95,8 @@ impl Default for RunOptions {
             human: None,
             prior: None,
             checkpoint: None,
+            files: Vec::new(),
+            keep_into: None,
         }
     }
 }
@@ -166,15 +176,22 @@ impl Agent {
         };
         let span = info_span!("run", run_id = %run_id, agent = %self.config.name);
         let events = opts.events.clone();
+        let keep = self.keep_spec(opts.keep_into.clone());
         let opts = RunOptions { cancel, ..opts };
         let builder = self
             .run_inner(run_id, request, opts, sandbox.clone())
             .instrument(span.clone())
             .await;
-        // Whatever way the run ended, its sandbox goes with it.
+        // Whatever way the run ended, its kept files are copied out, then
+        // its sandbox goes with it.
+        let files = match &keep {
+            Some(keep) => Some(keep_files(&*sandbox, keep).instrument(span.clone()).await),
+            None => None,
+        };
         sandbox.destroy().instrument(span.clone()).await;
         guard.sandbox = None;
-        let record = builder.into_record();
+        let mut record = builder.into_record();
+        record.files = files;
         span.in_scope(|| {
             info!(outcome = %record.outcome, steps = record.steps, error = record.error.as_deref().unwrap_or(""), "run ended")
         });
@@ -186,6 +203,19 @@ impl Agent {
         *self.last_outcome.lock_unpoisoned() = Some(record.outcome);
         drop(guard);
         Ok(record)
+    }
+
+    /// What this run keeps when it ends: nothing unless the agent names
+    /// globs and the caller gives a folder.
+    fn keep_spec(&self, dest: Option<std::path::PathBuf>) -> Option<KeepSpec> {
+        if self.config.keep_files.is_empty() {
+            return None;
+        }
+        Some(KeepSpec {
+            patterns: self.config.keep_files.clone(),
+            limit: self.config.keep_limit,
+            dest: dest?,
+        })
     }
 
     async fn run_inner(
@@ -386,15 +416,26 @@ impl Agent {
             .of(&strategy.meta.name)
             .timeout
             .unwrap_or(self.runtime.step_timeout);
-        let steps = step_loop(
-            ctx.clone(),
-            strategy,
-            tools,
-            sandbox,
-            self.runtime.grants.clone(),
-            step_timeout,
-            opts.cancel.clone(),
-        );
+        let files = opts.files;
+        let (cancel, grants) = (opts.cancel.clone(), self.runtime.grants.clone());
+        let ctx_for_steps = ctx.clone();
+        let steps = async move {
+            // The run's input files, before the strategy starts: its first
+            // step finds them in the work dir.
+            if let Some(failed) = write_inputs(&*sandbox, files, step_timeout, &cancel).await {
+                return failed;
+            }
+            step_loop(
+                ctx_for_steps,
+                strategy,
+                tools,
+                sandbox,
+                grants,
+                step_timeout,
+                cancel,
+            )
+            .await
+        };
         let task = tokio::spawn(within_limits(ctx.clone(), name, steps).in_current_span());
         let (outcome, error) = match task.await {
             Ok(end) => end,
@@ -462,6 +503,35 @@ async fn wall_clock(ctx: &RunContext, max: Duration) {
         // remaining span, never in a busy loop.
         tokio::time::sleep(max - used).await;
     }
+}
+
+/// Writes `files` into the sandbox's work dir; `Some` is the run's ending
+/// when one cannot be written (named, never skipped silently).
+async fn write_inputs(
+    sandbox: &dyn Sandbox,
+    files: Vec<InputFile>,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Option<(Outcome, Option<String>)> {
+    for file in files {
+        let written = tokio::select! {
+            _ = cancel.cancelled() => return Some((Outcome::Cancelled, None)),
+            r = tokio::time::timeout(timeout, sandbox.write_file(&file.path, &file.contents)) => r,
+        };
+        let error = match written {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("not written within {}s", timeout.as_secs_f64()),
+        };
+        return Some((
+            Outcome::Error,
+            Some(format!(
+                "cannot write the input file `{}`: {error}",
+                file.path
+            )),
+        ));
+    }
+    None
 }
 
 async fn step_loop(
@@ -603,6 +673,39 @@ async fn step_loop(
     (Outcome::Finished, None)
 }
 
+/// Copies the run's kept files out of `sandbox` into `keep.dest`. Never
+/// fails the run: a problem is recorded in the answer's `error`.
+async fn keep_files(sandbox: &dyn Sandbox, keep: &KeepSpec) -> KeptFiles {
+    let failed = |error: String| KeptFiles {
+        limit: keep.limit,
+        error: Some(error),
+        ..KeptFiles::default()
+    };
+    if let Err(e) = std::fs::create_dir_all(&keep.dest) {
+        warn!(dest = %keep.dest.display(), error = %e, "cannot create the folder for the run's kept files");
+        return failed(format!("cannot create {}: {e}", keep.dest.display()));
+    }
+    match sandbox
+        .keep_files(&keep.patterns, keep.limit, &keep.dest)
+        .await
+    {
+        Ok(kept) => {
+            info!(
+                files = kept.kept.len(),
+                bytes = kept.bytes,
+                capped = kept.capped,
+                error = kept.error.as_deref().unwrap_or(""),
+                "kept the run's files"
+            );
+            kept
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot keep the run's files");
+            failed(e.to_string())
+        }
+    }
+}
+
 /// Restores the agent if `run` is dropped before it finishes (a caller that
 /// gives up, a shutdown): the run is cancelled, its sandbox destroyed in the
 /// background, and the agent is IDLE again instead of stuck in RUNNING.
@@ -675,6 +778,7 @@ impl RecordBuilder {
             messages: st.messages,
             usage: st.usage,
             plan: st.plan,
+            files: None,
         }
     }
 }

@@ -68,6 +68,13 @@ pub struct AgentConfig {
     /// `[agents.X] approval_timeout`: how long a held call waits for a
     /// decision before it is denied.
     pub approval_timeout: Duration,
+    /// `[agents.X] keep_files`: globs (relative to the work dir) of the
+    /// files a run leaves behind when it ends, whatever the ending.
+    /// Empty (the default): nothing is kept.
+    pub keep_files: Vec<String>,
+    /// `[agents.X] keep_limit`: bytes of kept files per run; what would
+    /// go past it is left out and listed in the run's record.
+    pub keep_limit: u64,
 }
 
 impl AgentConfig {
@@ -92,6 +99,8 @@ impl AgentConfig {
             approve: Approve::Nothing,
             input_timeout: DEFAULT_INPUT_TIMEOUT,
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            keep_files: Vec::new(),
+            keep_limit: super::files::DEFAULT_KEEP_LIMIT,
         }
     }
 }

@@ -83,6 +83,7 @@ impl LocalRecord {
             plan: record.plan.clone(),
             paging: crate::api::MessagePaging::whole(messages.len()),
             messages,
+            files: record.files.clone(),
         }
     }
 }
@@ -121,6 +122,7 @@ mod tests {
             messages: vec![Message::user("b")],
             usage: Default::default(),
             plan: None,
+            files: None,
         });
         assert_eq!(seen.lock().expect("lock").len(), 1, "events pass through");
         let s = &view.summary;

@@ -5,6 +5,7 @@ mod client;
 mod doctor;
 mod endpoint;
 pub mod exit;
+mod files;
 mod follow;
 mod info;
 mod live;
@@ -67,6 +68,8 @@ pub enum Command {
     Approve(ApproveArgs),
     /// Continue an ended run in a new run, from its last completed step.
     Resume(ResumeArgs),
+    /// List or download the files a run kept (`[agents.X] keep_files`).
+    Files(FilesArgs),
     /// List the agents the daemon can run.
     Agents(JsonArgs),
     /// List the plugins found in the plugins folder.
@@ -138,6 +141,10 @@ pub struct RunArgs {
     /// Print the run's id and leave it running in the daemon.
     #[arg(long, conflicts_with = "local")]
     pub detach: bool,
+    /// A file the run starts with in its work dir: LOCAL[:REMOTE], REMOTE
+    /// relative to the work dir (default: LOCAL's file name). Repeatable.
+    #[arg(long = "file", value_name = "LOCAL[:REMOTE]")]
+    pub files: Vec<String>,
     /// The agent to run (`toolcall`, `manus`, `react`, `planner`, or one from the configuration).
     pub agent: String,
     /// The request for the agent.
@@ -249,8 +256,26 @@ pub struct ResumeArgs {
     /// Print the new run's id and leave it running in the daemon.
     #[arg(long)]
     pub detach: bool,
+    /// Start the new run without the old run's kept files in its work dir.
+    #[arg(long)]
+    pub no_files: bool,
     /// The run to resume: its id, or a unique prefix of it.
     pub run: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FilesArgs {
+    #[command(flatten)]
+    pub common: JsonArgs,
+    /// Into this folder (with PATH: that file; without: every kept file),
+    /// keeping the paths under the work dir.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// The run's id, or a unique prefix of it.
+    pub run: String,
+    /// A kept file (relative to the work dir) to download; without it,
+    /// the kept files are listed.
+    pub path: Option<String>,
 }
 
 /// Runs the parsed command and returns the process exit status.
@@ -314,6 +339,12 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Resume(args) => {
             with_daemon(socket, args.config.clone(), |c| async move {
                 resume::resume(&c, &args).await
+            })
+            .await
+        }
+        Command::Files(args) => {
+            with_daemon(socket, args.common.config.clone(), |c| async move {
+                files::files(&c, &args).await
             })
             .await
         }

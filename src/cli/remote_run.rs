@@ -24,9 +24,17 @@ const RECORD_TRIES: u32 = 20;
 const RECORD_DELAY: Duration = Duration::from_millis(100);
 
 pub async fn run(client: &Client, args: &RunArgs) -> Result<i32, ClientError> {
+    let files = match super::files::input_files(&args.files) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("agentd: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
     let request = CreateRun {
         agent: args.agent.clone(),
         request: args.request.clone(),
+        files,
     };
     let created: Value = match client.post("/v1/runs", &request).await {
         Ok(v) => v,

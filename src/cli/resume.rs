@@ -15,7 +15,10 @@ pub async fn resume(client: &Client, args: &ResumeArgs) -> Result<i32, ClientErr
     // the way `show` finds it.
     let old: RunView = from_value("the run", &fetch_run(client, &args.run).await?)?;
     let path = format!("/v1/runs/{}/resume", path_segment(&old.summary.id));
-    let ask = ResumeRun { steps: args.steps };
+    let ask = ResumeRun {
+        steps: args.steps,
+        files: args.no_files.then_some(false),
+    };
     let created: Value = match client.post(&path, &ask).await {
         Ok(v) => v,
         Err(e) if refuses_the_input(&e) => {

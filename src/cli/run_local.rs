@@ -105,6 +105,21 @@ pub async fn run(args: RunArgs) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
+    let mut files = Vec::new();
+    match super::files::input_files(&args.files) {
+        Ok(given) => {
+            for (path, content) in given {
+                let made = content
+                    .bytes()
+                    .and_then(|bytes| crate::agent::InputFile::new(&path, bytes));
+                match made {
+                    Ok(file) => files.push(file),
+                    Err(e) => return fail(format!("--file {path}: {e}")),
+                }
+            }
+        }
+        Err(e) => return fail(e),
+    }
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let local = LocalRecord::new(&run_id, &agent_config.name, &args.request);
     let plugins = match load_plugins(&config).await {
@@ -156,6 +171,7 @@ pub async fn run(args: RunArgs) -> i32 {
         // calls that need approval are denied (the daemon's `agentd run`
         // asks on the terminal).
         human: None,
+        files,
         ..RunOptions::default()
     };
     local.start();

@@ -251,6 +251,7 @@ mod tests {
                 unnamed,
             ],
             paging: Default::default(),
+            files: None,
         }
     }
 

@@ -442,6 +442,10 @@ pub struct AgentKeys {
     /// Seconds a held tool call waits for a decision before it is denied
     /// (default an hour).
     pub approval_timeout: Option<f64>,
+    /// Globs (relative to the work dir) of the files a run leaves behind.
+    pub keep_files: Option<Vec<String>>,
+    /// Bytes of kept files per run (`100m`, `1GiB`, or a number).
+    pub keep_limit: Option<super::size::ByteSize>,
 }
 
 /// `approve = ["bash"]` or `approve = "all"`.

@@ -107,6 +107,20 @@ fn apply_agent_keys(agent: &mut AgentConfig, k: &AgentKeys) {
     );
 }
 
+/// `[agents.X] keep_files` and `keep_limit`: the globs are compiled
+/// here so a bad one stops the daemon at start, not every run at its end.
+fn apply_keep_keys(agent: &mut AgentConfig, k: &AgentKeys) -> Result<(), String> {
+    let name = &agent.name;
+    if let Some(globs) = &k.keep_files {
+        crate::sandbox::keep_globs(globs).map_err(|e| format!("[agents.{name}] {e}"))?;
+        agent.keep_files = globs.clone();
+    }
+    if let Some(limit) = &k.keep_limit {
+        agent.keep_limit = limit.bytes(&format!("[agents.{name}] keep_limit"))?;
+    }
+    Ok(())
+}
+
 /// `[agents.X] approve`, `input_timeout` and `approval_timeout`.
 fn apply_human_keys(agent: &mut AgentConfig, k: &AgentKeys) -> Result<(), String> {
     let name = &agent.name;
@@ -400,6 +414,7 @@ impl Config {
                 })?);
             }
             apply_human_keys(agent, keys).map_err(invalid)?;
+            apply_keep_keys(agent, keys).map_err(invalid)?;
         }
         for agent in agents.values() {
             if agent.max_steps == Some(0) {

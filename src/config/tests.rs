@@ -789,3 +789,37 @@ fn approvals_and_waits_are_set_per_agent() {
         assert!(e.contains(words), "{text}: {e}");
     }
 }
+
+#[test]
+fn kept_files_are_set_per_agent_and_bad_globs_or_sizes_are_refused() {
+    let c = parse(
+        "[agents.keeper]\nkeep_files = [\"**/*.py\", \"out/**\"]\nkeep_limit = \"10m\"\n\n\
+         [agents.plain]\nkeep_limit = 4096\n",
+    )
+    .expect("valid");
+    let keeper = c.agent("keeper").expect("agent");
+    assert_eq!(keeper.keep_files, ["**/*.py", "out/**"]);
+    assert_eq!(keeper.keep_limit, 10 << 20);
+    let plain = c.agent("plain").expect("agent");
+    assert!(plain.keep_files.is_empty(), "keeps nothing by default");
+    assert_eq!(plain.keep_limit, 4096);
+    assert_eq!(
+        c.agent("manus").expect("agent").keep_limit,
+        100 << 20,
+        "100 MiB by default"
+    );
+    for (text, words) in [
+        (
+            "[agents.a]\nkeep_files = [\"a[\"]\n",
+            "[agents.a] keep_files pattern `a[`",
+        ),
+        (
+            "[agents.a]\nkeep_limit = \"lots\"\n",
+            "[agents.a] keep_limit",
+        ),
+        ("[agents.a]\nkeep_file = []\n", "keep_file"),
+    ] {
+        let e = parse(text).expect_err(text).to_string();
+        assert!(e.contains(words), "{text}: {e}");
+    }
+}

@@ -5,6 +5,7 @@
 //! reaper, plugins, and only then the socket and `READY=1`, so a client that
 //! connects finds everything loaded.
 
+mod artifacts;
 mod body;
 mod error;
 mod event_bus;
@@ -90,7 +91,8 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     if let Err(e) = history.interrupt_unfinished(now_ms()).await {
         error!(error = %e, "serving the run history read-only for now");
     }
-    prune(&history, config.daemon.history_days).await;
+    let artifacts = config.daemon.state_dir.join("artifacts");
+    prune(&history, &artifacts, config.daemon.history_days).await;
 
     let (docker, docker_error) = match DockerSandboxProvider::new(&config.sandbox) {
         Ok(p) => (Some(Arc::new(p)), None),
@@ -193,7 +195,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     systemd::ready(&status_line(&daemon));
     systemd::spawn_watchdog();
     spawn_status_updates(daemon.clone());
-    spawn_pruning(history.clone(), history_days);
+    spawn_pruning(history.clone(), artifacts.clone(), history_days);
 
     signals.wait_for_termination(&daemon).await;
 
@@ -323,7 +325,9 @@ async fn reap(docker: &DockerSandboxProvider) {
     }
 }
 
-async fn prune(history: &History, days: u32) {
+/// Prunes the runs older than `days` and then the kept files of every run
+/// the history no longer has (`artifacts`: `<state_dir>/artifacts`).
+async fn prune(history: &History, artifacts: &std::path::Path, days: u32) {
     if days == 0 {
         return;
     }
@@ -333,15 +337,19 @@ async fn prune(history: &History, days: u32) {
         Ok(n) => info!(runs = n, days, "pruned old runs"),
         Err(e) => warn!(error = %e, "cannot prune old runs"),
     }
+    match artifacts::prune(artifacts, history).await {
+        0 => {}
+        n => info!(runs = n, "removed the kept files of pruned runs"),
+    }
 }
 
-fn spawn_pruning(history: History, days: u32) {
+fn spawn_pruning(history: History, artifacts: std::path::PathBuf, days: u32) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(PRUNE_EVERY);
         tick.tick().await;
         loop {
             tick.tick().await;
-            prune(&history, days).await;
+            prune(&history, &artifacts, days).await;
         }
     });
 }

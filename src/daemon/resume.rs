@@ -102,6 +102,7 @@ pub async fn resume_run(
     id: &str,
     steps: Option<u32>,
     uid: Option<u32>,
+    with_files: bool,
 ) -> Result<RunView, ResumeError> {
     if steps == Some(0) {
         return Err(ResumeError::NoSteps);
@@ -170,8 +171,23 @@ pub async fn resume_run(
         .generation()
         .agent(&summary.agent)
         .map_err(StartError::from)?;
+    let files = if with_files {
+        let root = d.runs.artifacts().to_path_buf();
+        let old = id.to_string();
+        tokio::task::spawn_blocking(move || super::artifacts::input_files(&root, &old))
+            .await
+            .map_err(|e| StartError::Internal(e.to_string()))?
+            .map_err(|reason| {
+                not_resumable(format!(
+                    "{reason}; resume with \"files\": false to start without its kept files"
+                ))
+            })?
+    } else {
+        Vec::new()
+    };
     let resume = Resume {
         id: new_id,
+        files,
         links: ResumeLinks {
             resumed_from: Some(id.to_string()),
             resumed_at_step: Some(checkpoint.steps),
@@ -243,7 +259,7 @@ pub async fn route(
             ))
         })?
     };
-    match resume_run(&d, &id, ask.steps, uid).await {
+    match resume_run(&d, &id, ask.steps, uid, ask.files.unwrap_or(true)).await {
         Ok(view) => Ok((StatusCode::CREATED, Json(view)).into_response()),
         Err(e) => Ok(error_response(e)),
     }

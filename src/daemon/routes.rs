@@ -69,6 +69,11 @@ pub fn router(
         .route("/v1/runs", post(create_run).get(list_runs))
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/runs/{id}/events", get(run_events))
+        .route("/v1/runs/{id}/files", get(super::artifacts::list))
+        .route(
+            "/v1/runs/{id}/files/{*path}",
+            get(super::artifacts::download),
+        )
         .route("/v1/runs/{id}/cancel", post(cancel_run))
         .route("/v1/runs/{id}/input", post(input_run))
         .route("/v1/runs/{id}/approve", post(approve_run))
@@ -261,7 +266,14 @@ async fn create_run(
             "the body must be JSON {{\"agent\": \"...\", \"request\": \"...\"}}: {e}"
         ))
     })?;
-    match run_api::start_run(&d, &create.agent, create.request, uid).await {
+    let mut files = Vec::with_capacity(create.files.len());
+    for (path, content) in create.files {
+        let bytes = content
+            .bytes()
+            .map_err(|e| ApiError::bad_request(format!("file `{path}`: {e}")))?;
+        files.push(crate::agent::InputFile::new(&path, bytes).map_err(ApiError::bad_request)?);
+    }
+    match run_api::start_run(&d, &create.agent, create.request, uid, files).await {
         Ok(view) => Ok((StatusCode::CREATED, Json(view)).into_response()),
         Err(e) => Ok(start_error(e)),
     }

@@ -56,6 +56,7 @@ pub async fn start_run(
     agent: &str,
     request: String,
     uid: Option<u32>,
+    files: Vec<crate::agent::InputFile>,
 ) -> Result<RunView, StartError> {
     if request.trim().is_empty() {
         return Err(StartError::EmptyRequest);
@@ -69,7 +70,7 @@ pub async fn start_run(
     // registered must still be started (or forgotten), never left in memory
     // with nothing driving it.
     let runs = d.runs.clone();
-    detached(async move { runs.create(agent, request, uid).await }).await
+    detached(async move { runs.create(agent, request, uid, files).await }).await
 }
 
 /// Runs a run's creation in a task of its own (see [`start_run`]), and
@@ -89,13 +90,19 @@ pub(super) async fn detached(
 /// The run `id` with one page of its messages: from memory while it is
 /// live, else from the history.
 pub async fn find_run(d: &Daemon, id: &str, page: PageRequest) -> Result<RunView, FindError> {
-    if let Some(live) = d.runs.get(id) {
-        return Ok(live.view(page));
+    let mut view = match d.runs.get(id) {
+        Some(live) => live.view(page),
+        None => d
+            .history
+            .get_page(id, page)
+            .await?
+            .ok_or_else(|| FindError::NotFound(id.to_string()))?,
+    };
+    // Written before the run shows as ended, so an ended run has it.
+    if view.summary.state == crate::api::RunState::Ended {
+        view.files = super::artifacts::read_manifest(d.runs.artifacts(), id);
     }
-    d.history
-        .get_page(id, page)
-        .await?
-        .ok_or_else(|| FindError::NotFound(id.to_string()))
+    Ok(view)
 }
 
 /// Cancels the live run `id`; a run that has already ended (in memory or

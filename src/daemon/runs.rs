@@ -24,8 +24,8 @@ use super::paging::{approx_size, PageRequest};
 use super::user_slots::{UserSlot, UserSlots};
 use crate::agent::human::WaitSlot;
 use crate::agent::{
-    Agent, Checkpoint, CheckpointHook, HumanChannel, MessageSink, Outcome, Prior, RunEvent,
-    RunOptions, RunRecord,
+    Agent, Checkpoint, CheckpointHook, HumanChannel, InputFile, MessageSink, Outcome, Prior,
+    RunEvent, RunOptions, RunRecord,
 };
 use crate::api::{DaemonEvent, ResumeLinks, RunState, RunSummary, RunView};
 use crate::chat::Message;
@@ -77,6 +77,7 @@ impl LiveRun {
             plan: self.plan.lock_unpoisoned().clone(),
             messages: rest[..n].to_vec(),
             paging,
+            files: None,
         }
     }
 
@@ -187,6 +188,9 @@ pub struct RunManager {
     /// resumed already until the new run is committed, so two concurrent
     /// resumes of one run cannot both pass (`reserve_resume`).
     resuming: Mutex<HashMap<String, String>>,
+    /// `<state_dir>/artifacts`: each run's kept files go to a folder of
+    /// its own below it (`daemon::artifacts`).
+    artifacts: std::path::PathBuf,
 }
 
 /// One place in the queue, given back when the run gets its slot or ends
@@ -227,7 +231,18 @@ impl RunManager {
             accepting: AtomicBool::new(true),
             bus,
             resuming: Mutex::new(HashMap::new()),
+            artifacts: std::path::PathBuf::new(),
         }
+    }
+
+    /// Where runs' kept files go (`<state_dir>/artifacts`).
+    pub fn with_artifacts(mut self, dir: std::path::PathBuf) -> Self {
+        self.artifacts = dir;
+        self
+    }
+
+    pub fn artifacts(&self) -> &std::path::Path {
+        &self.artifacts
     }
 
     pub fn accepting(&self) -> bool {
@@ -310,8 +325,9 @@ impl RunManager {
         agent: Agent,
         request: String,
         uid: Option<u32>,
+        files: Vec<InputFile>,
     ) -> Result<RunView, CreateError> {
-        self.create_with(agent, request, uid, None).await
+        self.create_with(agent, request, uid, None, files).await
     }
 
     /// [`Self::create`], for a run that resumes another (`resume`): its
@@ -324,9 +340,11 @@ impl RunManager {
         agent: Agent,
         request: String,
         uid: Option<u32>,
-        resume: Resume,
+        mut resume: Resume,
     ) -> Result<RunView, CreateError> {
-        self.create_with(agent, request, uid, Some(resume)).await
+        let files = std::mem::take(&mut resume.files);
+        self.create_with(agent, request, uid, Some(resume), files)
+            .await
     }
 
     async fn create_with(
@@ -335,6 +353,7 @@ impl RunManager {
         request: String,
         uid: Option<u32>,
         resume: Option<Resume>,
+        files: Vec<InputFile>,
     ) -> Result<RunView, CreateError> {
         if !self.accepting() {
             return Err(CreateError::ShuttingDown);
@@ -406,7 +425,8 @@ impl RunManager {
         let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
         let prior = resume.map(|r| r.prior);
         self.tasks.spawn(
-            async move { me.drive(run, agent, request, place, prior).await }.instrument(span),
+            async move { me.drive(run, agent, request, place, prior, files).await }
+                .instrument(span),
         );
         match self.get(&id) {
             Some(run) => Ok(run.first_view()),
@@ -422,6 +442,7 @@ impl RunManager {
         request: String,
         place: QueuePlace,
         prior: Option<Prior>,
+        files: Vec<InputFile>,
     ) {
         let permit = tokio::select! {
             p = self.slots.clone().acquire_owned() => p.ok(),
@@ -454,6 +475,7 @@ impl RunManager {
                 messages: Vec::new(),
                 usage: Default::default(),
                 plan: prior.as_ref().and_then(|p| p.plan.clone()),
+                files: None,
             };
             self.finish(&run, record).await;
             return;
@@ -472,6 +494,8 @@ impl RunManager {
             human: Some(run.human.clone()),
             prior,
             checkpoint: Some(self.checkpoint_hook(&run)),
+            files,
+            keep_into: Some(super::artifacts::run_dir(&self.artifacts, &run.id)),
         };
         // In its own task so that a panic anywhere below still ends the run
         // with a record instead of leaving it `running` forever.
@@ -505,6 +529,11 @@ impl RunManager {
     /// (however long a full disk takes to recover: meanwhile the run is
     /// served from memory), and only then lets the run leave memory.
     async fn finish(&self, run: &Arc<LiveRun>, mut record: RunRecord) {
+        if let Some(kept) = &record.files {
+            if let Err(e) = super::artifacts::write_manifest(&self.artifacts, &run.id, kept) {
+                warn!(error = %e, "cannot record the run's kept files");
+            }
+        }
         if record.outcome == Outcome::Cancelled && run.interrupted.load(Ordering::SeqCst) {
             // Cut short by a shutdown, not by anyone's cancel: it can be
             // resumed after the restart.
@@ -757,6 +786,9 @@ pub struct Resume {
     pub prior: Prior,
     /// `resumed_from`, `resumed_at_step`, `resumed_messages`.
     pub links: ResumeLinks,
+    /// The old run's kept files, which the new run starts with (empty
+    /// when the client said `"files": false`).
+    pub files: Vec<InputFile>,
 }
 
 impl Resume {
@@ -795,5 +827,6 @@ fn failed_record(id: &str, agent: String, request: String, error: String) -> Run
         messages: Vec::new(),
         usage: Default::default(),
         plan: None,
+        files: None,
     }
 }

@@ -157,14 +157,17 @@ pub struct DaemonParts {
 
 impl Daemon {
     pub fn new(p: DaemonParts) -> Self {
-        let runs = Arc::new(RunManager::new(
-            p.history.clone(),
-            p.config.daemon.max_concurrent_runs,
-            p.config.daemon.max_queued_runs,
-            p.config.daemon.max_queued_runs_per_user,
-            p.config.daemon.release_waiting,
-            p.bus.clone(),
-        ));
+        let runs = Arc::new(
+            RunManager::new(
+                p.history.clone(),
+                p.config.daemon.max_concurrent_runs,
+                p.config.daemon.max_queued_runs,
+                p.config.daemon.max_queued_runs_per_user,
+                p.config.daemon.release_waiting,
+                p.bus.clone(),
+            )
+            .with_artifacts(p.config.daemon.state_dir.join("artifacts")),
+        );
         let answered = AnsweredEndpoints::default();
         let generation = Generation::new(
             p.config,

@@ -4,6 +4,7 @@
 //! beside it. A run owns exactly one [`Sandbox`] and calls
 //! [`Sandbox::destroy`] when it ends, whatever the ending.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,6 +62,67 @@ pub enum SandboxError {
     Failed(String),
 }
 
+/// One file [`Sandbox::keep_files`] copied out of the work dir.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptFile {
+    /// Relative to the work dir, `/`-separated.
+    pub path: String,
+    pub size: u64,
+}
+
+/// What [`Sandbox::keep_files`] did: the files kept and what the size cap
+/// (`[agents.X] keep_limit`) left out, so a run's record shows whether its
+/// artifacts are complete.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptFiles {
+    /// The files copied, in the order the work dir's archive gave them.
+    #[serde(default)]
+    pub kept: Vec<KeptFile>,
+    /// Their bytes in all (at most `limit`).
+    #[serde(default)]
+    pub bytes: u64,
+    /// The cap the run had (`keep_limit`).
+    #[serde(default)]
+    pub limit: u64,
+    /// True when matching files were left out because of `limit`.
+    #[serde(default)]
+    pub capped: bool,
+    /// The matching files the cap left out (the first
+    /// [`LEFT_OUT_NAMES`] of them; `left_out_count` counts them all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    #[serde(default)]
+    pub left_out_count: u64,
+    /// Matching entries that are not regular files (symlinks, devices,
+    /// hard links): never followed, never kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// Why keeping stopped early (the engine failed, the disk is full);
+    /// what was kept before it is still listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Names listed in [`KeptFiles::left_out`] and [`KeptFiles::skipped`]:
+/// enough to see what is missing, bounded however many files the work dir
+/// holds.
+pub const LEFT_OUT_NAMES: usize = 100;
+
+/// The globs of `[agents.X] keep_files`, matched against paths relative to
+/// the work dir. `*` does not cross a `/` (`*.py` is the work dir's own
+/// Python files, `**/*.py` all of them), as in a `.gitignore`.
+pub fn keep_globs(patterns: &[String]) -> Result<globset::GlobSet, String> {
+    let mut set = globset::GlobSetBuilder::new();
+    for p in patterns {
+        let glob = globset::GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| format!("keep_files pattern `{p}`: {e}"))?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| format!("keep_files: {e}"))
+}
+
 #[async_trait]
 pub trait Sandbox: Send + Sync {
     /// Called once when the run starts. A sandbox configured to be created
@@ -84,6 +146,23 @@ pub trait Sandbox: Send + Sync {
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError>;
     async fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), SandboxError>;
     async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError>;
+    /// Copies the regular files of the work dir whose paths (relative to
+    /// it) match one of `patterns` into `dest`, up to `limit` bytes in
+    /// all, before the run's [`Sandbox::destroy`]: what a run leaves
+    /// behind (`[agents.X] keep_files`). Symlinks are never followed. A
+    /// sandbox that never made a container has nothing to keep (none is
+    /// made for this); the default keeps nothing.
+    async fn keep_files(
+        &self,
+        _patterns: &[String],
+        limit: u64,
+        _dest: &Path,
+    ) -> Result<KeptFiles, SandboxError> {
+        Ok(KeptFiles {
+            limit,
+            ..KeptFiles::default()
+        })
+    }
     /// Removes everything the sandbox created. Idempotent; never fails the
     /// run (problems are logged and left to the orphan reaper).
     async fn destroy(&self);

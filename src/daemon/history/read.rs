@@ -197,6 +197,7 @@ impl Reader<'_> {
             plan,
             messages,
             paging: page.paging(taken, total as usize),
+            files: None,
         }))
     }
 

@@ -49,7 +49,7 @@ pub async fn run_agent(
         (Ok(a), Ok(r)) => (a, r),
         (Err(e), _) | (_, Err(e)) => return e,
     };
-    let view = match run_api::start_run(d, &agent, request, uid).await {
+    let view = match run_api::start_run(d, &agent, request, uid, Vec::new()).await {
         Ok(view) => view,
         Err(e) => return start_error(e),
     };

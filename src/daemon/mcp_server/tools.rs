@@ -133,7 +133,7 @@ pub async fn start_run(
         (Ok(a), Ok(r)) => (a, r),
         (Err(e), _) | (_, Err(e)) => return e,
     };
-    match run_api::start_run(d, &agent, request, uid).await {
+    match run_api::start_run(d, &agent, request, uid, Vec::new()).await {
         Ok(view) => structured(run_json(&view.summary)),
         Err(e) => start_error(e),
     }

@@ -16,7 +16,7 @@ use super::engine::OpError;
 use super::exec::{self, Target};
 use super::scripts;
 use super::user::Ids;
-use crate::sandbox::DirEntry;
+use crate::sandbox::{keep_globs, DirEntry, KeptFile, KeptFiles, LEFT_OUT_NAMES};
 
 /// Bound on a whole download (bollard's own timeout stops at the headers).
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -481,5 +481,281 @@ mod tests {
             _ => panic!("not a file"),
         }
         assert!(matches!(first_entry(ar, 10), Ok(Entry::TooLarge(256))));
+    }
+}
+
+/// Bound on keeping a run's files: the whole work dir's archive streams
+/// through once (what the cap leaves out is still read, to be listed), and
+/// a wedged engine must not hold the run's ending for ever.
+const KEEP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Chunks of the archive in flight between the engine's stream and the
+/// thread that writes the files: a little read-ahead, never the whole tar.
+const KEEP_CHANNEL_CHUNKS: usize = 8;
+
+/// Copies the regular files under `work_dir` matching `patterns` into
+/// `dest`, at most `limit` bytes in all. The work dir comes as one tar
+/// stream from the engine, parsed on a blocking thread while it arrives:
+/// files are written as they stream, never the whole archive in memory.
+/// Symlinks, devices and hard links are listed as skipped, never followed;
+/// an entry name that would leave `dest` is refused. Errors are recorded in
+/// the answer, with what was kept before them.
+pub(crate) async fn keep(
+    t: Target<'_>,
+    work_dir: &str,
+    patterns: &[String],
+    limit: u64,
+    dest: &std::path::Path,
+) -> KeptFiles {
+    let mut failed = KeptFiles {
+        limit,
+        ..KeptFiles::default()
+    };
+    let globs = match keep_globs(patterns) {
+        Ok(g) => g,
+        Err(e) => {
+            failed.error = Some(e);
+            return failed;
+        }
+    };
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(work_dir)
+        .build();
+    let mut stream = t.docker.download_from_container(t.container, Some(options));
+    let (tx, rx) = tokio::sync::mpsc::channel(KEEP_CHANNEL_CHUNKS);
+    let to = dest.to_path_buf();
+    let writer = tokio::task::spawn_blocking(move || {
+        unpack(
+            ChunkReader {
+                rx,
+                current: bytes::Bytes::new(),
+            },
+            &globs,
+            limit,
+            &to,
+        )
+    });
+    let pump = async move {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| match e {
+                DockerError::DockerResponseServerError {
+                    status_code: 404, ..
+                } => format!("the work dir {work_dir} is not there"),
+                e => format!("the engine failed while sending the work dir: {e}"),
+            });
+            let stop = chunk.is_err();
+            // A closed channel: the writer stopped (an error of its own).
+            if tx.send(chunk).await.is_err() || stop {
+                break;
+            }
+        }
+    };
+    let timed_out = tokio::time::timeout(KEEP_TIMEOUT, pump).await.is_err();
+    let mut kept = match writer.await {
+        Ok(kept) => kept,
+        Err(e) => {
+            failed.error = Some(format!("keeping the files failed: {e}"));
+            return failed;
+        }
+    };
+    if timed_out {
+        kept.error = Some(format!(
+            "the work dir's files did not arrive within {}s; the files listed were kept",
+            KEEP_TIMEOUT.as_secs()
+        ));
+    }
+    kept
+}
+
+/// The archive's chunks as a [`std::io::Read`], for the `tar` crate on a
+/// blocking thread; an engine error arrives as a read error.
+struct ChunkReader {
+    rx: tokio::sync::mpsc::Receiver<Result<bytes::Bytes, String>>,
+    current: bytes::Bytes,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+/// An archive entry's path below the work dir (the engine names entries
+/// `<work dir's name>/...`), if every part of it is a plain name: `..`,
+/// absolute names and the work dir itself give `None`.
+fn below_work_dir(raw: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::path::Component;
+    let mut parts = raw.components();
+    match parts.next() {
+        Some(Component::Normal(_)) => {}
+        _ => return None,
+    }
+    let rest: std::path::PathBuf = parts.clone().collect();
+    if rest.as_os_str().is_empty() || !parts.all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    Some(rest)
+}
+
+fn note(list: &mut Vec<String>, name: String) {
+    if list.len() < LEFT_OUT_NAMES {
+        list.push(name);
+    }
+}
+
+/// Reads the work dir's archive from `reader` to its end, writing each
+/// matching regular file under `dest` while the total stays within
+/// `limit`; files past it are listed as left out (the rest of the archive
+/// is still read, to list them all).
+fn unpack(
+    reader: impl std::io::Read,
+    globs: &globset::GlobSet,
+    limit: u64,
+    dest: &std::path::Path,
+) -> KeptFiles {
+    let mut out = KeptFiles {
+        limit,
+        ..KeptFiles::default()
+    };
+    if let Err(e) = unpack_into(reader, globs, dest, &mut out) {
+        out.error = Some(e);
+    }
+    out
+}
+
+fn unpack_into(
+    reader: impl std::io::Read,
+    globs: &globset::GlobSet,
+    dest: &std::path::Path,
+    out: &mut KeptFiles,
+) -> Result<(), String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bad = |e: std::io::Error| format!("reading the work dir's archive: {e}");
+    let mut archive = tar::Archive::new(reader);
+    for entry in archive.entries().map_err(bad)? {
+        let mut entry = entry.map_err(bad)?;
+        let raw = entry.path().map_err(bad)?.into_owned();
+        let Some(rel) = below_work_dir(&raw) else {
+            continue;
+        };
+        if !globs.is_match(&rel) {
+            continue;
+        }
+        let name = rel.to_string_lossy().into_owned();
+        match entry.header().entry_type() {
+            tar::EntryType::Regular | tar::EntryType::Continuous => {}
+            tar::EntryType::Directory => continue,
+            _ => {
+                note(&mut out.skipped, name);
+                continue;
+            }
+        }
+        let Some(path) = rel.to_str().map(str::to_string) else {
+            // Not UTF-8: it could not be named in the API.
+            note(&mut out.skipped, name);
+            continue;
+        };
+        let size = entry.size();
+        if out.bytes.saturating_add(size) > out.limit {
+            out.capped = true;
+            out.left_out_count += 1;
+            note(&mut out.left_out, path);
+            continue;
+        }
+        let target = dest.join(&rel);
+        let write = |entry: &mut tar::Entry<'_, _>| -> std::io::Result<u64> {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            // `create_new`: never through a link, never over a file kept
+            // before.
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&target)?;
+            std::io::copy(&mut entry.take(size), &mut file)
+        };
+        let written = write(&mut entry).map_err(|e| format!("cannot keep `{path}`: {e}"))?;
+        out.bytes += written;
+        out.kept.push(KeptFile {
+            path,
+            size: written,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod keep_tests {
+    use super::*;
+
+    fn archive(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, kind, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            if *kind == tar::EntryType::Symlink {
+                h.set_size(0);
+                b.append_link(&mut h, name, "/etc/passwd").unwrap();
+            } else {
+                b.append_data(&mut h, name, *data).unwrap();
+            }
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn globs_cap_and_links() {
+        use tar::EntryType::{Regular, Symlink};
+        let tar = archive(&[
+            ("workspace/a.py", Regular, b"print(1)"),
+            ("workspace/sub/b.py", Regular, b"print(22)"),
+            ("workspace/c.txt", Regular, b"no"),
+            ("workspace/link.py", Symlink, b""),
+            ("workspace/big.py", Regular, &[7u8; 100]),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let globs = keep_globs(&["**/*.py".into()]).unwrap();
+        let kept = unpack(&tar[..], &globs, 50, dir.path());
+        let names: Vec<_> = kept.kept.iter().map(|k| k.path.as_str()).collect();
+        assert_eq!(names, ["a.py", "sub/b.py"]);
+        assert_eq!(kept.bytes, 17);
+        assert!(kept.capped);
+        assert_eq!(kept.left_out, ["big.py"]);
+        assert_eq!(kept.skipped, ["link.py"]);
+        assert_eq!(
+            std::fs::read(dir.path().join("sub/b.py")).unwrap(),
+            b"print(22)"
+        );
+        assert!(!dir.path().join("c.txt").exists());
+        assert!(kept.error.is_none());
+    }
+
+    #[test]
+    fn star_stays_in_its_folder() {
+        let globs = keep_globs(&["*.py".into()]).unwrap();
+        assert!(globs.is_match("a.py"));
+        assert!(!globs.is_match("sub/a.py"));
+        assert!(keep_globs(&["a[".into()]).is_err());
+    }
+
+    #[test]
+    fn names_that_leave_the_work_dir_are_refused() {
+        assert_eq!(below_work_dir("workspace/../x".as_ref()), None);
+        assert_eq!(below_work_dir("workspace".as_ref()), None);
+        assert_eq!(below_work_dir("/etc/x".as_ref()), None);
+        assert_eq!(below_work_dir("workspace/a/b".as_ref()), Some("a/b".into()));
     }
 }

@@ -15,7 +15,7 @@ use super::exec::{self, ExecRequest, Target};
 use super::files;
 use super::provider::Shared;
 use super::shell::Shell;
-use crate::sandbox::{CommandOutput, CommandSpec, DirEntry, Sandbox, SandboxError};
+use crate::sandbox::{CommandOutput, CommandSpec, DirEntry, KeptFiles, Sandbox, SandboxError};
 
 /// How long `destroy` waits for the engine to remove the container.
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -431,6 +431,33 @@ impl Sandbox for DockerSandbox {
             self.check(&docker, &c, r).await
         }
         .instrument(self.span("list_dir"))
+        .await
+    }
+
+    async fn keep_files(
+        &self,
+        patterns: &[String],
+        limit: u64,
+        dest: &std::path::Path,
+    ) -> Result<KeptFiles, SandboxError> {
+        async {
+            // Nothing to keep from a container never made: none is made
+            // for this.
+            let Some(c) = self.state.lock().await.container.clone() else {
+                return Ok(KeptFiles {
+                    limit,
+                    ..KeptFiles::default()
+                });
+            };
+            let docker = self.shared.docker().await?;
+            let t = Target {
+                docker: &docker,
+                container: &c.id,
+                user: &c.exec_user,
+            };
+            Ok(files::keep(t, self.work_dir(), patterns, limit, dest).await)
+        }
+        .instrument(self.span("keep_files"))
         .await
     }
 
