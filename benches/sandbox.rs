@@ -226,6 +226,7 @@ async fn first_command(config: &SandboxConfig, tag: &str) -> anyhow::Result<()> 
         if name == "pool of 2" {
             wait_ready(provider, 2).await?;
         }
+        let served_before = provider.pool_status().served;
         let start = Instant::now();
         let runs: Vec<_> = (0..100)
             .map(|i| {
@@ -242,12 +243,19 @@ async fn first_command(config: &SandboxConfig, tag: &str) -> anyhow::Result<()> 
         for r in runs {
             waited.push(r.await??);
         }
+        // The pool refills during the burst, so more than its size may be
+        // served from it: the count is the pool's own, the fastest that many
+        // are shown apart from the rest.
+        let pooled = (provider.pool_status().served - served_before) as usize;
         waited.sort();
-        let (first, rest) = waited.split_at(if name == "pool of 2" { 2 } else { 0 });
+        let (first, rest) = waited.split_at(pooled.min(waited.len()));
         if !first.is_empty() {
-            report(&format!("burst of 100, {name}: pooled"), first.to_vec());
+            report(
+                &format!("burst of 100, {name}: {pooled} from the pool"),
+                first.to_vec(),
+            );
         }
-        report(&format!("burst of 100, {name}: the rest"), rest.to_vec());
+        report(&format!("burst of 100, {name}: the others"), rest.to_vec());
     }
     warm.drain_pool().await;
     Ok(())

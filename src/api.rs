@@ -520,6 +520,10 @@ pub struct PoolStatus {
     pub ready: usize,
     /// Being created now.
     pub creating: usize,
+    /// Containers handed to runs since this pool was made (a `[sandbox]`
+    /// change makes a new pool).
+    #[serde(default)]
+    pub served: u64,
     /// Why the last refill failed, until one succeeds.
     #[serde(default)]
     pub last_error: Option<String>,
@@ -531,6 +535,7 @@ impl From<crate::sandbox::PoolStatus> for PoolStatus {
             target: p.target,
             ready: p.ready,
             creating: p.creating,
+            served: p.served,
             last_error: p.last_error,
         }
     }

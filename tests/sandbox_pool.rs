@@ -14,7 +14,8 @@ use bollard::models::ContainerSummary;
 use common::daemon::Daemon;
 use serde_json::Value;
 
-const AGENTS: &str = "max_concurrent_runs = 16\n\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\n";
+const AGENTS: &str = "max_concurrent_runs = 16\n\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\n\n\
+    [agents.keeper]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\nkeep_files = [\"out/**\"]\n";
 
 /// A daemon keeping `size` containers ready.
 fn pooled_daemon(llm: &FakeLlm, size: usize) -> Daemon {
@@ -104,12 +105,14 @@ fn hostname_of(record: &Value) -> String {
         .to_string()
 }
 
+/// Each run prints its container's hostname, then stays a moment so the
+/// test can look at its container through the engine while it runs.
 fn script_hostname_runs(llm: &FakeLlm, names: &[String]) {
     for name in names {
         llm.push_for(
             name,
             [
-                Reply::call("bash", r#"{"command":"hostname"}"#),
+                Reply::call("bash", r#"{"command":"hostname; sleep 1"}"#),
                 Reply::terminate(),
             ],
         );
@@ -187,12 +190,53 @@ async fn no_container_serves_two_runs_and_the_pool_refills() {
         hosts.push(hostname_of(&record));
         ever_pooled.extend(ids(&pooled_of(d.pid()).await));
     }
-    let records = tokio::task::block_in_place(|| {
-        let ids: Vec<String> = names[4..]
+    let run_ids: Vec<String> = tokio::task::block_in_place(|| {
+        names[4..]
             .iter()
             .map(|n| d.create_run("shell", n))
-            .collect();
-        ids.iter()
+            .collect()
+    });
+    // Through the engine, while they run: each run's container, found by
+    // the run's name (a pooled one is renamed when taken), is its own.
+    let docker = bollard::Docker::connect_with_defaults().expect("docker client");
+    let mut by_run = std::collections::HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while by_run.len() < run_ids.len() {
+        for id in &run_ids {
+            if by_run.contains_key(id) {
+                continue;
+            }
+            if let Ok(c) = docker
+                .inspect_container(&format!("agentd-{id}"), None)
+                .await
+            {
+                let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
+                assert_eq!(
+                    labels.get("agentd.managed").map(String::as_str),
+                    Some("true")
+                );
+                by_run.insert(id.clone(), (c.id.unwrap_or_default(), labels));
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every run's container was seen: {by_run:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let containers: HashSet<&String> = by_run.values().map(|(c, _)| c).collect();
+    assert_eq!(
+        containers.len(),
+        run_ids.len(),
+        "one container per run: {by_run:?}"
+    );
+    assert!(
+        by_run.values().any(|(_, l)| l.contains_key("agentd.pool")),
+        "some came from the pool: {by_run:?}"
+    );
+    let records = tokio::task::block_in_place(|| {
+        run_ids
+            .iter()
             .map(|id| d.wait_run(id, Duration::from_secs(60)))
             .collect::<Vec<_>>()
     });
@@ -314,4 +358,57 @@ async fn a_sandbox_settings_change_drains_the_pool_and_refills_it_with_the_new_s
     }
     let pool = tokio::task::block_in_place(|| wait_pool_ready(&d, 3));
     assert_eq!(pool["target"], 3, "{pool}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pooled_container_takes_the_runs_files_in_and_gives_the_kept_ones_back() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "copy it",
+        [
+            Reply::call(
+                "bash",
+                r#"{"command":"mkdir -p out && cp in.txt out/copy.txt && cat out/copy.txt && echo && hostname"}"#,
+            ),
+            Reply::terminate(),
+        ],
+    );
+    let d = tokio::task::block_in_place(|| pooled_daemon(&llm, 2));
+    tokio::task::block_in_place(|| wait_pool_ready(&d, 2));
+    let pooled = ids(&pooled_of(d.pid()).await);
+    let record = tokio::task::block_in_place(|| {
+        let body = serde_json::json!({
+            "agent": "keeper",
+            "request": "copy it",
+            "files": {"in.txt": "hello from the caller"}
+        });
+        let (status, v) = d.post("/v1/runs", &body.to_string());
+        assert_eq!(status, 201, "{v}");
+        d.wait_run(v["id"].as_str().expect("id"), Duration::from_secs(60))
+    });
+    assert_eq!(record["outcome"], "finished", "{record}");
+    let host = hostname_of(&record);
+    assert!(
+        pooled.iter().any(|id| id.starts_with(&host)),
+        "served from the pool: {host} vs {pooled:?}"
+    );
+    let text = serde_json::to_string(&record["messages"]).unwrap_or_default();
+    assert!(text.contains("hello from the caller"), "{text}");
+    let kept: Vec<&str> = record["files"]["kept"]
+        .as_array()
+        .expect("kept files")
+        .iter()
+        .filter_map(|k| k["path"].as_str())
+        .collect();
+    assert_eq!(kept, ["out/copy.txt"], "{record}");
+    let id = record["id"].as_str().expect("id");
+    let (status, body) = common::daemon::raw(
+        &d.socket,
+        "GET",
+        &format!("/v1/runs/{id}/files/out/copy.txt"),
+        None,
+    )
+    .expect("download");
+    assert_eq!(status, 200);
+    assert_eq!(body, b"hello from the caller");
 }

@@ -13,6 +13,10 @@ pub use crate::sandbox::{KeptFile, KeptFiles};
 /// `[agents.X] keep_limit` when unset: a run's artifacts are results
 /// (reports, scripts, small data), not the work dir's whole tmpfs.
 pub const DEFAULT_KEEP_LIMIT: u64 = 100 << 20;
+/// The largest `keep_limit`: a resumed run carries its predecessor's kept
+/// files in memory until they are written into its sandbox, and a sandbox's
+/// work dir holds no more than `[sandbox] disk_limit` (1 GiB by default).
+pub const MAX_KEEP_LIMIT: u64 = 1 << 30;
 
 /// A file written into the run's work dir before its first step.
 #[derive(Debug, Clone, PartialEq, Eq)]

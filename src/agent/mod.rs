@@ -24,7 +24,7 @@ pub mod stuck;
 pub mod tool_provider;
 
 pub use events::{EventSink, MessageSink, RunEvent};
-pub use files::{InputFile, KeptFile, KeptFiles};
+pub use files::{InputFile, KeptFile, KeptFiles, MAX_KEEP_LIMIT};
 pub use human::{Approve, Decision, HumanChannel, ReplyError, WaitSlot, Waiting};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use resume::{Checkpoint, CheckpointHook, Prior};

@@ -131,8 +131,22 @@ async fn save(client: &Client, id: &str, path: &str, dir: &Path) -> Result<i32, 
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(local)?;
     }
-    let mut file = std::fs::File::create(&target).map_err(local)?;
-    download(client, &url(id, path), &mut file).await?;
+    // Into a temporary name first: a refused or broken download must not
+    // leave an empty or partial file under the real name.
+    let partial = target.with_file_name(format!(
+        ".{}.partial",
+        target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let mut file = std::fs::File::create(&partial).map_err(local)?;
+    if let Err(e) = download(client, &url(id, path), &mut file).await {
+        drop(file);
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    std::fs::rename(&partial, &target).map_err(local)?;
     Ok(0)
 }
 

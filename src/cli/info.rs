@@ -219,7 +219,10 @@ fn status_text(s: &Status) -> String {
     let pool = &engine.pool;
     let pool = match (pool.target, &pool.last_error) {
         (0, _) => "off".to_string(),
-        (t, None) => format!("{} of {t} ready, {} being made", pool.ready, pool.creating),
+        (t, None) => format!(
+            "{} of {t} ready, {} being made, {} served",
+            pool.ready, pool.creating, pool.served
+        ),
         (t, Some(e)) => format!("{} of {t} ready; refilling fails: {e}", pool.ready),
     };
     let accepting = if s.accepting_runs {
@@ -360,6 +363,7 @@ mod tests {
                     target: 2,
                     ready: 1,
                     creating: 1,
+                    served: 7,
                     last_error: None,
                 },
             },
@@ -379,7 +383,7 @@ mod tests {
         assert!(text.contains("uptime     1m05s\n"), "{text}");
         assert!(text.contains("runs       2 running, 0 queued\n"), "{text}");
         assert!(
-            text.contains("pool       1 of 2 ready, 1 being made\n"),
+            text.contains("pool       1 of 2 ready, 1 being made, 7 served\n"),
             "{text}"
         );
         assert!(

@@ -117,6 +117,12 @@ fn apply_keep_keys(agent: &mut AgentConfig, k: &AgentKeys) -> Result<(), String>
     }
     if let Some(limit) = &k.keep_limit {
         agent.keep_limit = limit.bytes(&format!("[agents.{name}] keep_limit"))?;
+        if agent.keep_limit > crate::agent::MAX_KEEP_LIMIT {
+            return Err(format!(
+                "[agents.{name}] keep_limit is more than 1 GiB: a resumed run holds the kept \
+                 files in memory until they are in its sandbox"
+            ));
+        }
     }
     Ok(())
 }

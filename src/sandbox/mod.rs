@@ -48,6 +48,8 @@ pub struct PoolStatus {
     pub ready: usize,
     /// Being created now.
     pub creating: usize,
+    /// Containers handed to runs since this pool was made.
+    pub served: u64,
     /// Why the last refill failed, until one succeeds.
     pub last_error: Option<String>,
 }

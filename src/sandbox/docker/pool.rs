@@ -44,7 +44,13 @@ pub(crate) struct Pool {
     /// The `agentd.pool` label of this pool's containers.
     pub(crate) id: String,
     ready: Mutex<VecDeque<Warm>>,
+    /// Taken out of `ready` with a dead shell: the container may still
+    /// run (its PID 1 is the keep-alive, not the shell), so the refill task
+    /// removes it.
+    dead: Mutex<Vec<Warm>>,
     creating: AtomicUsize,
+    /// Containers handed to runs since the pool was made.
+    served: std::sync::atomic::AtomicU64,
     /// Set by [`Pool::drain`]: no more containers are made or handed out.
     closed: AtomicBool,
     /// Set once the refill task runs: a provider that is never started
@@ -62,7 +68,9 @@ impl Pool {
             target,
             id: id[..12].to_string(),
             ready: Mutex::new(VecDeque::new()),
+            dead: Mutex::new(Vec::new()),
             creating: AtomicUsize::new(0),
+            served: std::sync::atomic::AtomicU64::new(0),
             closed: AtomicBool::new(false),
             started: AtomicBool::new(false),
             wake: Notify::new(),
@@ -79,13 +87,15 @@ impl Pool {
             },
             ready: self.ready.lock_unpoisoned().len(),
             creating: self.creating.load(Ordering::Relaxed),
+            served: self.served.load(Ordering::Relaxed),
             last_error: self.last_error.lock_unpoisoned().clone(),
         }
     }
 
     /// A ready container for a run, if there is one whose shell is still
-    /// alive. A dead one (killed behind agentd's back; auto-removal takes
-    /// the container) is dropped and the next tried.
+    /// alive. One whose shell ended (its container killed behind agentd's
+    /// back, or just the shell's exec) is set aside for the refill task to
+    /// remove, and the next tried.
     pub(crate) fn take(&self) -> Option<Warm> {
         if self.closed.load(Ordering::Acquire) {
             return None;
@@ -97,11 +107,15 @@ impl Pool {
                     None => break None,
                     Some(w) if w.shell.is_alive() => break Some(w),
                     Some(w) => {
-                        tracing::warn!(container = %w.container.name, "a pooled container died while waiting; dropped");
+                        tracing::warn!(container = %w.container.name, "a pooled container's shell ended while it waited; removing it");
+                        self.dead.lock_unpoisoned().push(w);
                     }
                 }
             }
         };
+        if taken.is_some() {
+            self.served.fetch_add(1, Ordering::Relaxed);
+        }
         self.wake.notify_one();
         taken
     }
@@ -122,7 +136,15 @@ impl Pool {
     /// flight removes its container itself when it sees the pool closed.
     pub(crate) async fn drain(&self, shared: &Shared) -> usize {
         self.close();
-        let warm: Vec<Warm> = self.ready.lock_unpoisoned().drain(..).collect();
+        // A creation in flight removes its container itself once it sees
+        // the pool closed; waiting for it means nothing is left running
+        // when a stopping daemon's last reap comes next.
+        let deadline = tokio::time::Instant::now() + REMOVE_TIMEOUT;
+        while self.creating.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut warm: Vec<Warm> = self.ready.lock_unpoisoned().drain(..).collect();
+        warm.append(&mut self.dead.lock_unpoisoned());
         if warm.is_empty() {
             return 0;
         }
@@ -182,6 +204,16 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
     loop {
         if pool.closed.load(Ordering::Acquire) {
             return;
+        }
+        let dead: Vec<Warm> = pool.dead.lock_unpoisoned().drain(..).collect();
+        if !dead.is_empty() {
+            if let Some(s) = shared.upgrade() {
+                if let Ok(docker) = s.docker().await {
+                    for w in dead {
+                        discard(&docker, &w.container).await;
+                    }
+                }
+            }
         }
         if pool.is_full() {
             pool.wake.notified().await;
