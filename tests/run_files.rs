@@ -370,14 +370,16 @@ async fn a_resumed_run_starts_with_the_kept_files_unless_told_not_to() {
     });
 }
 
-/// Makes every ended run look `days` old, as pruning sees it.
-fn age_runs(state_dir: &Path, days: i64) {
+/// Makes the run `id` look `days` old, as pruning sees it.
+fn age_run(state_dir: &Path, id: &str, days: i64) {
     let db = rusqlite::Connection::open(state_dir.join("history.db")).expect("open history");
-    db.execute(
-        "UPDATE runs SET ended_at_ms = ended_at_ms - ?1",
-        [days * 86_400_000],
-    )
-    .expect("age runs");
+    let changed = db
+        .execute(
+            "UPDATE runs SET ended_at_ms = ended_at_ms - ?1 WHERE id = ?2",
+            rusqlite::params![days * 86_400_000, id],
+        )
+        .expect("age run");
+    assert_eq!(changed, 1, "run {id} aged");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -396,12 +398,14 @@ async fn pruning_a_run_removes_its_kept_files() {
         let old = d.create_run("keeper", "keep one");
         assert_eq!(kept_paths(&d.wait_run(&old, WAIT)), ["keep.py"]);
         assert!(artifacts(&d).join(&old).join("keep.py").is_file());
-        d.stop();
-        // Two days old, past `history_days = 1`.
-        age_runs(&d.state_dir, 2);
-        d.spawn(&[]);
+        // Ended before the restart too, but recent: it must survive the
+        // prune that takes the old one.
         let recent = d.create_run("keeper", "keep another");
         assert_eq!(kept_paths(&d.wait_run(&recent, WAIT)), ["keep.py"]);
+        d.stop();
+        // Two days old, past `history_days = 1`.
+        age_run(&d.state_dir, &old, 2);
+        d.spawn(&[]);
 
         // The daemon pruned the old run at start, and its files with it.
         assert_eq!(d.get(&format!("/v1/runs/{old}")).0, 404);
