@@ -12,14 +12,7 @@ use common::daemon::Daemon;
 const AGENTS: &str = "\n[agents.echoer]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = 3\n";
 
 fn cli(d: &Daemon, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .args(args)
-        .env_remove("AGENTD_CONFIG")
-        .env_remove("AGENTD_SOCKET")
-        .output()
-        .expect("run the CLI")
+    d.cli(args)
 }
 
 fn text(b: &[u8]) -> String {

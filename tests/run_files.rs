@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use agentd::testkit::{FakeLlm, Reply};
@@ -33,14 +33,7 @@ fn bash(command: &str) -> Reply {
 }
 
 fn cli(d: &Daemon, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .args(args)
-        .env_remove("AGENTD_CONFIG")
-        .env_remove("AGENTD_SOCKET")
-        .output()
-        .expect("run the CLI")
+    d.cli(args)
 }
 
 /// What the run's tools answered, in order.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use agentd::testkit::{FakeLlm, Reply};
@@ -19,14 +19,7 @@ const AGENTS: &str = "\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash
 const WAIT: Duration = Duration::from_secs(60);
 
 fn cli(d: &Daemon, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .args(args)
-        .env_remove("AGENTD_CONFIG")
-        .env_remove("AGENTD_SOCKET")
-        .output()
-        .expect("run the CLI")
+    d.cli(args)
 }
 
 fn text(b: &[u8]) -> String {

@@ -367,6 +367,19 @@ impl Daemon {
     }
 
     /// Starts a run and returns its id.
+    /// The `agentd` CLI against this daemon's socket, with no
+    /// configuration or socket from the environment.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("AGENTD_CONFIG")
+            .env_remove("AGENTD_SOCKET")
+            .output()
+            .expect("run the CLI")
+    }
+
     pub fn create_run(&self, agent: &str, request_text: &str) -> String {
         let body = serde_json::json!({"agent": agent, "request": request_text}).to_string();
         let (status, v) = self.post("/v1/runs", &body);
