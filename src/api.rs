@@ -408,7 +408,11 @@ pub struct Status {
     pub runs_waiting: usize,
     pub runs_queued: usize,
     pub plugins_loaded: usize,
+    /// The first engine, as before `[[sandbox.engines]]` existed.
     pub sandbox_engine: EngineStatus,
+    /// Every engine runs are placed on, in configuration order.
+    #[serde(default)]
+    pub engines: Vec<EngineSummary>,
     pub socket: String,
     pub state_dir: String,
     /// False once SIGTERM arrived: new runs are refused with 503.
@@ -427,6 +431,23 @@ pub struct EngineStatus {
     /// when agentd first reached it.
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// One engine in `GET /v1/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineSummary {
+    pub name: String,
+    pub address: String,
+    /// As the daemon's last probe (every 2 s) found it.
+    pub reachable: bool,
+    /// Sandboxes this daemon has placed there and not yet removed.
+    pub containers: usize,
+    /// `max_containers`; `null`: no bound of its own.
+    #[serde(default)]
+    pub capacity: Option<usize>,
+    /// The last probe failure, kept after the engine answers again.
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// Every error the API returns has this body.

@@ -136,6 +136,7 @@ async fn status(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Json<Statu
             error: None,
             warnings: Vec::new(),
         },
+        engines: Vec::new(),
         socket: "/run/agentd/agentd.sock".into(),
         state_dir: "/var/lib/agentd".into(),
         accepting_runs: true,

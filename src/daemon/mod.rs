@@ -36,7 +36,7 @@ use tracing::{error, info, warn};
 
 use crate::config::{default_config_path, default_socket_path, Config};
 use crate::plugin::{EngineLimits, PluginHost};
-use crate::sandbox::docker::DockerSandboxProvider;
+use crate::sandbox::fleet::Fleet;
 use crate::sandbox::{NoSandbox, SandboxProvider};
 use crate::time::now_ms;
 use history::History;
@@ -92,17 +92,17 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     }
     prune(&history, config.daemon.history_days).await;
 
-    let (docker, docker_error) = match DockerSandboxProvider::new(&config.sandbox) {
-        Ok(p) => (Some(Arc::new(p)), None),
+    let (fleet, docker_error) = match Fleet::new(&config.sandbox) {
+        Ok(f) => (Some(Arc::new(f.start_probes())), None),
         Err(e) => {
             warn!(error = %e, "sandbox disabled: tools that need one will fail");
             (None, Some(e.to_string()))
         }
     };
-    if let Some(docker) = &docker {
-        reap(docker).await;
+    if let Some(fleet) = &fleet {
+        reap(fleet).await;
     }
-    let sandboxes: Arc<dyn SandboxProvider> = match &docker {
+    let sandboxes: Arc<dyn SandboxProvider> = match &fleet {
         Some(p) => p.clone(),
         None => Arc::new(NoSandbox::new(
             docker_error.clone().unwrap_or_else(|| "no sandbox".into()),
@@ -160,7 +160,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         config,
         config_path,
         plugins,
-        docker: docker.clone(),
+        fleet: fleet.clone(),
         sandboxes,
         docker_error,
         history: history.clone(),
@@ -200,10 +200,10 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     // with their process groups if they do not stop in time).
     daemon.mcp.stop(crate::mcp::clients::STOP_WITHIN).await;
     mcp_stop.cancel();
-    if let Some(docker) = &docker {
+    if let Some(fleet) = &fleet {
         // Every run has removed its own sandbox; this catches a container
         // whose removal failed, so none outlives the daemon.
-        reap(docker).await;
+        reap(fleet).await;
     }
     stop.cancel();
     // Followers' streams have ended with their runs; idle connections get a
@@ -308,12 +308,15 @@ fn watch_plugins(dir: PathBuf, daemon: &Arc<Daemon>) -> Option<crate::plugin::Pl
 /// Removes containers of agentd processes that are gone (a daemon killed
 /// with -9 leaves its runs' containers behind) and of our own runs that are
 /// no longer live.
-async fn reap(docker: &DockerSandboxProvider) {
-    match tokio::time::timeout(Duration::from_secs(15), docker.reap_orphans(&[])).await {
-        Ok(Ok(0)) => {}
-        Ok(Ok(n)) => info!(removed = n, "removed orphaned sandbox containers"),
-        Ok(Err(e)) => warn!(error = %e, "cannot reap orphaned sandboxes"),
-        Err(_) => warn!("reaping orphaned sandboxes timed out"),
+/// Per engine, all at once, each bounded: a down engine is reaped by the
+/// next start-up or shutdown that reaches it.
+async fn reap(fleet: &Fleet) {
+    for (engine, result) in fleet.reap_orphans(&[], Duration::from_secs(15)).await {
+        match result {
+            Ok(0) => {}
+            Ok(n) => info!(engine = %engine, removed = n, "removed orphaned sandbox containers"),
+            Err(e) => warn!(engine = %engine, error = %e, "cannot reap orphaned sandboxes"),
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use super::fleet::EngineConfig;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxConfig {
     pub image: String,
@@ -31,6 +33,9 @@ pub struct SandboxConfig {
     pub disk_limit: String,
     /// The `nofile` ulimit of every process in the container.
     pub max_open_files: u64,
+    /// `[[sandbox.engines]]`, checked; empty means the one engine of
+    /// [`Self::engine_list`].
+    pub engines: Vec<EngineConfig>,
 }
 
 impl SandboxConfig {
@@ -40,6 +45,17 @@ impl SandboxConfig {
     /// nothing gets it too.
     pub fn command_timeout(&self, asked: Option<Duration>) -> Duration {
         asked.map_or(self.timeout, |t| t.min(self.timeout))
+    }
+
+    /// The engines runs are placed on: `[[sandbox.engines]]`, or the one
+    /// engine `docker_host` (else `DOCKER_HOST`, else the default socket)
+    /// names, called `local`, with no capacity of its own.
+    pub fn engine_list(&self) -> Vec<EngineConfig> {
+        if self.engines.is_empty() {
+            vec![EngineConfig::default_engine(self.docker_host.clone())]
+        } else {
+            self.engines.clone()
+        }
     }
 }
 
@@ -62,6 +78,7 @@ impl Default for SandboxConfig {
             user: DEFAULT_SANDBOX_USER.into(),
             disk_limit: "1g".into(),
             max_open_files: 1024,
+            engines: Vec::new(),
         }
     }
 }

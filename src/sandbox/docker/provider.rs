@@ -13,7 +13,7 @@ use super::owner::Owner;
 use super::reaper;
 use super::sandbox::DockerSandbox;
 use super::user::{self, Ids, UserSpec};
-use crate::sandbox::SandboxConfig;
+use crate::sandbox::{EngineConfig, SandboxConfig};
 use crate::sandbox::{Sandbox, SandboxError, SandboxProvider};
 
 /// Files larger than this are refused by `read_file` unless changed with
@@ -86,10 +86,24 @@ impl DockerSandboxProvider {
     /// parse, an unsupported `docker_host`), never because the engine is
     /// down. A caller that wants to start anyway can serve
     /// [`NoSandbox`](crate::sandbox::NoSandbox) with the error's text.
+    ///
+    /// With `[[sandbox.engines]]` this is the first engine: callers that
+    /// want them all use [`Fleet`](crate::sandbox::fleet::Fleet).
     pub fn new(config: &SandboxConfig) -> Result<Self, SandboxError> {
+        let first = config
+            .engine_list()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| EngineConfig::default_engine(config.docker_host.clone()));
+        Self::for_engine(config, &first)
+    }
+
+    /// The provider of one `[[sandbox.engines]]` entry: its address and
+    /// TLS files, the rest of `[sandbox]` as for every engine.
+    pub fn for_engine(config: &SandboxConfig, entry: &EngineConfig) -> Result<Self, SandboxError> {
         let limits = Limits::from_config(config).map_err(SandboxError::Unavailable)?;
-        let (host, engine) =
-            Host::parse(config.docker_host.as_deref()).map_err(SandboxError::Unavailable)?;
+        let (host, engine) = Host::parse_engine(entry.docker_host.as_deref(), entry.tls.as_ref())
+            .map_err(SandboxError::Unavailable)?;
         let owner = Owner::current();
         Ok(DockerSandboxProvider {
             shared: Arc::new(Shared {

@@ -1,0 +1,172 @@
+//! Many engines: the [`Fleet`] provider places each run's sandbox on one
+//! of the `[[sandbox.engines]]` (the reachable engine with the most free
+//! capacity, weighted), keeps the whole run there, makes runs wait while
+//! every reachable engine is full, probes the engines and takes a failed
+//! one out of placement until it answers again.
+//!
+//! One job per file: `settings` (the entries and their rules),
+//! `placement` (the board of slots and the choice), `health` (the probe
+//! task), `sandbox` (the per-run sandbox that delegates to its engine's
+//! [`DockerSandbox`](super::docker::DockerSandbox)). Each engine is a
+//! [`DockerSandboxProvider`] of its own: connection, owner label, reaper.
+
+mod health;
+mod placement;
+mod sandbox;
+mod settings;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use settings::{check, tls_files, EngineConfig, TlsFiles, DEFAULT_ENGINE_NAME};
+
+use self::placement::{Board, Seat};
+use self::sandbox::FleetSandbox;
+use super::docker::DockerSandboxProvider;
+use super::{Sandbox, SandboxConfig, SandboxError, SandboxProvider};
+
+/// What status reports about one engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineReport {
+    pub name: String,
+    pub address: String,
+    /// As the last probe found it (`true` before the first).
+    pub reachable: bool,
+    /// Sandboxes this daemon placed there and has not freed.
+    pub containers: usize,
+    /// `max_containers`; `None`: unbounded.
+    pub capacity: Option<usize>,
+    /// The last probe failure, kept after the engine rejoins.
+    pub last_error: Option<String>,
+}
+
+/// The sandbox provider over every configured engine.
+pub struct Fleet {
+    board: Arc<Board>,
+    engines: Arc<Vec<DockerSandboxProvider>>,
+    /// The probe task; aborted with the fleet.
+    health: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// One provider per entry of [`SandboxConfig::engine_list`]. Fails on
+    /// configuration errors only, never because an engine is down. Call
+    /// [`Self::start_probes`] inside a runtime to follow engine health.
+    pub fn new(config: &SandboxConfig) -> Result<Self, SandboxError> {
+        let list = config.engine_list();
+        let mut engines = Vec::with_capacity(list.len());
+        let mut seats = Vec::with_capacity(list.len());
+        for entry in &list {
+            let provider =
+                DockerSandboxProvider::for_engine(config, entry).map_err(|e| match e {
+                    SandboxError::Unavailable(m) | SandboxError::Failed(m) => {
+                        SandboxError::Unavailable(format!("engine {}: {m}", entry.name))
+                    }
+                })?;
+            engines.push(provider);
+            seats.push(Seat::new(entry.max_containers, entry.weight));
+        }
+        let names = list.iter().map(|e| e.name.clone()).collect();
+        Ok(Fleet {
+            board: Board::new(names, seats),
+            engines: Arc::new(engines),
+            health: None,
+        })
+    }
+
+    /// Starts the probe task (needs a tokio runtime): every engine pinged
+    /// every few seconds, the first round at once.
+    pub fn start_probes(mut self) -> Self {
+        let task = health::watch(self.board.clone(), self.engines.clone());
+        self.health = Some(tokio::spawn(task));
+        self
+    }
+
+    /// Probes every engine once now (start-up, tests).
+    pub async fn probe_now(&self) {
+        let answers = futures::future::join_all(self.engines.iter().map(health::probe)).await;
+        for (index, answer) in answers.into_iter().enumerate() {
+            health::record(&self.board, index, answer);
+        }
+    }
+
+    /// The engines' providers, in configuration order.
+    pub fn engines(&self) -> &[DockerSandboxProvider] {
+        &self.engines
+    }
+
+    /// The first engine: what the single-engine status field and
+    /// `agentd run --local` use.
+    pub fn first(&self) -> Option<&DockerSandboxProvider> {
+        self.engines.first()
+    }
+
+    /// Each engine as status shows it.
+    pub fn report(&self) -> Vec<EngineReport> {
+        self.board
+            .snapshot()
+            .into_iter()
+            .enumerate()
+            .map(
+                |(i, (placed, capacity, reachable, last_error))| EngineReport {
+                    name: self.board.name(i).to_string(),
+                    address: self
+                        .engines
+                        .get(i)
+                        .map(|e| e.engine_address().to_string())
+                        .unwrap_or_default(),
+                    reachable,
+                    containers: placed,
+                    capacity,
+                    last_error,
+                },
+            )
+            .collect()
+    }
+
+    /// Reaps every reachable engine's orphans (see
+    /// [`DockerSandboxProvider::reap_orphans`]), each bounded by `within`;
+    /// returns per engine its name and what happened. The owner label keeps
+    /// other daemons' containers on a shared engine out of it.
+    pub async fn reap_orphans(
+        &self,
+        live_run_ids: &[String],
+        within: Duration,
+    ) -> Vec<(String, Result<usize, SandboxError>)> {
+        let reaps = self
+            .engines
+            .iter()
+            .enumerate()
+            .map(|(i, engine)| async move {
+                let name = self.board.name(i).to_string();
+                let result =
+                    match tokio::time::timeout(within, engine.reap_orphans(live_run_ids)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(SandboxError::Unavailable(format!(
+                            "reaping timed out after {}s",
+                            within.as_secs()
+                        ))),
+                    };
+                (name, result)
+            });
+        futures::future::join_all(reaps).await
+    }
+}
+
+impl SandboxProvider for Fleet {
+    fn for_run(&self, run_id: &str) -> Arc<dyn Sandbox> {
+        Arc::new(FleetSandbox::new(
+            run_id,
+            self.board.clone(),
+            self.engines.clone(),
+        ))
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Some(task) = self.health.take() {
+            task.abort();
+        }
+    }
+}
