@@ -331,3 +331,85 @@ fn scenario(llm: &FakeLlm) {
     );
     d.stop();
 }
+
+/// With every engine full a run waits (queued, not failed) and gets the
+/// slot the first run frees; a waiting run that is cancelled gives back
+/// nothing it did not have. Only this machine's engine is needed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_finds_every_engine_full_waits_for_a_slot() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    tokio::task::block_in_place(|| queued(&llm));
+}
+
+fn queued(llm: &FakeLlm) {
+    let mut d = Daemon::unstarted(llm, AGENTS);
+    let first_host = std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".into());
+    let mut text = std::fs::read_to_string(&d.config).expect("config");
+    text.push_str(&format!(
+        "\n[[sandbox.engines]]\nname = \"only\"\ndocker_host = \"{first_host}\"\nmax_containers = 1\n"
+    ));
+    std::fs::write(&d.config, text).expect("config");
+    d.spawn(&[]);
+
+    let holder = gated_runs(&d, llm, "holder", 1).remove(0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while container_of(None, &holder).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the first run never got its sandbox"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cancelled = gated_runs(&d, llm, "cancelled", 1).remove(0);
+    let waiting = gated_runs(&d, llm, "waiter", 1).remove(0);
+    // Both are stuck at their first tool call, waiting for a slot.
+    for id in [&cancelled, &waiting] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !d.events_so_far(id).iter().any(|e| e["type"] == "tool_call") {
+            assert!(Instant::now() < deadline, "run {id} never called its tool");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            container_of(None, id).is_none(),
+            "run {id} got a sandbox past capacity"
+        );
+        let (_, run) = d.get(&format!("/v1/runs/{id}"));
+        assert_ne!(
+            run["state"], "ended",
+            "a run waiting for a slot has not failed: {run}"
+        );
+    }
+    let list = engines(&d);
+    assert_eq!(engine(&list, "only")["containers"], 1, "{list:?}");
+
+    let (status, v) = d.post(&format!("/v1/runs/{cancelled}/cancel"), "");
+    assert_eq!(status, 202, "{v}");
+    let record = d.wait_run(&cancelled, Duration::from_secs(60));
+    assert_eq!(record["outcome"], "cancelled", "{record}");
+
+    release(None, &holder);
+    let record = d.wait_run(&holder, Duration::from_secs(60));
+    assert_eq!(record["outcome"], "finished", "{record}");
+    // The freed slot goes to the waiter, not to the cancelled run.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while container_of(None, &waiting).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the waiting run never got the freed slot"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    release(None, &waiting);
+    let record = d.wait_run(&waiting, Duration::from_secs(60));
+    assert_eq!(record["outcome"], "finished", "{record}");
+    let list = engines(&d);
+    assert_eq!(
+        engine(&list, "only")["containers"],
+        0,
+        "no slot leaked: {list:?}"
+    );
+    d.stop();
+}

@@ -42,6 +42,8 @@ pub struct EngineReport {
 
 /// The sandbox provider over every configured engine.
 pub struct Fleet {
+    /// `[[sandbox.engines]]` given: engine failures end runs at once.
+    strict: bool,
     board: Arc<Board>,
     engines: Arc<Vec<DockerSandboxProvider>>,
     /// The probe task; aborted with the fleet.
@@ -54,6 +56,9 @@ impl Fleet {
     /// [`Self::start_probes`] inside a runtime to follow engine health.
     pub fn new(config: &SandboxConfig) -> Result<Self, SandboxError> {
         let list = config.engine_list();
+        // Configured engines follow their health; the implicit one behaves
+        // as the single engine always did (see `Seat::follow_health`).
+        let strict = !config.engines.is_empty();
         let mut engines = Vec::with_capacity(list.len());
         let mut seats = Vec::with_capacity(list.len());
         for entry in &list {
@@ -64,10 +69,11 @@ impl Fleet {
                     }
                 })?;
             engines.push(provider);
-            seats.push(Seat::new(entry.max_containers, entry.weight));
+            seats.push(Seat::new(entry.max_containers, entry.weight, strict));
         }
         let names = list.iter().map(|e| e.name.clone()).collect();
         Ok(Fleet {
+            strict,
             board: Board::new(names, seats),
             engines: Arc::new(engines),
             health: None,
@@ -159,6 +165,7 @@ impl SandboxProvider for Fleet {
             run_id,
             self.board.clone(),
             self.engines.clone(),
+            self.strict,
         ))
     }
 }

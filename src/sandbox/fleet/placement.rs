@@ -20,16 +20,22 @@ pub(crate) struct Seat {
     /// Sandboxes placed here and not yet freed.
     pub(crate) placed: usize,
     pub(crate) reachable: bool,
+    /// Whether `reachable` decides placement: false for the implicit single
+    /// engine, whose runs meet a down engine at first use as they always
+    /// did (and wait for a restarting one), rather than being refused on a
+    /// probe up to two seconds old.
+    follow_health: bool,
     /// What the last failed probe said; kept after the engine rejoins, for
     /// status.
     pub(crate) last_error: Option<String>,
 }
 
 impl Seat {
-    pub(crate) fn new(capacity: Option<usize>, weight: f64) -> Self {
+    pub(crate) fn new(capacity: Option<usize>, weight: f64, follow_health: bool) -> Self {
         Seat {
             capacity,
             weight,
+            follow_health,
             placed: 0,
             // Until the first probe says otherwise: a run placed on an
             // engine that turns out to be down gets its error at first use,
@@ -39,9 +45,13 @@ impl Seat {
         }
     }
 
+    fn placeable(&self) -> bool {
+        self.reachable || !self.follow_health
+    }
+
     /// Free slots times weight; `None` when the engine cannot take a run.
     fn score(&self) -> Option<f64> {
-        if !self.reachable {
+        if !self.placeable() {
             return None;
         }
         let free = match self.capacity {
@@ -118,7 +128,7 @@ impl Board {
                 index,
             }));
         }
-        if seats.iter().any(|s| s.reachable) {
+        if seats.iter().any(Seat::placeable) {
             return Ok(None);
         }
         let why: Vec<String> = seats
@@ -247,7 +257,10 @@ mod tests {
     fn board(seats: &[(usize, f64)]) -> Arc<Board> {
         Board::new(
             (0..seats.len()).map(|i| format!("e{i}")).collect(),
-            seats.iter().map(|&(c, w)| Seat::new(Some(c), w)).collect(),
+            seats
+                .iter()
+                .map(|&(c, w)| Seat::new(Some(c), w, true))
+                .collect(),
         )
     }
 
@@ -326,6 +339,13 @@ mod tests {
         assert_eq!(placed(&b), vec![0]);
         let again = b.try_place().expect("ok").expect("the one slot is free");
         assert_eq!(again.index(), 0);
+    }
+
+    #[test]
+    fn the_implicit_engine_is_placed_on_even_when_a_probe_failed() {
+        let b = Board::new(vec!["local".into()], vec![Seat::new(None, 1.0, false)]);
+        b.set_health(0, Err("restarting".into()));
+        assert_eq!(b.try_place().expect("placeable").expect("room").index(), 0);
     }
 
     #[tokio::test]

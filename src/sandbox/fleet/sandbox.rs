@@ -30,6 +30,11 @@ pub(crate) struct FleetSandbox {
     engines: Arc<Vec<DockerSandboxProvider>>,
     placed: OnceCell<Placed>,
     fatal: Mutex<Option<SandboxError>>,
+    /// Configured engines: a call is raced against its engine failing and
+    /// errors name the engine. The implicit single engine delegates plainly,
+    /// so its runs behave (and word errors) as before engines existed,
+    /// waiting for a restarting engine as `DockerSandbox` does.
+    strict: bool,
 }
 
 impl FleetSandbox {
@@ -37,6 +42,7 @@ impl FleetSandbox {
         run_id: &str,
         board: Arc<Board>,
         engines: Arc<Vec<DockerSandboxProvider>>,
+        strict: bool,
     ) -> Self {
         FleetSandbox {
             run_id: run_id.to_string(),
@@ -44,6 +50,7 @@ impl FleetSandbox {
             engines,
             placed: OnceCell::new(),
             fatal: Mutex::new(None),
+            strict,
         }
     }
 
@@ -102,6 +109,9 @@ impl FleetSandbox {
             return Err(e);
         }
         let placed = self.placed().await.map_err(|e| self.record_fatal(e))?;
+        if !self.strict {
+            return op(placed.inner.clone()).await;
+        }
         let index = placed.index;
         if !self.board.reachable(index) {
             return Err(self.record_fatal(self.engine_down(index)));
@@ -164,6 +174,9 @@ impl Sandbox for FleetSandbox {
             return Some(e);
         }
         let placed = self.placed.get()?;
+        if !self.strict {
+            return placed.inner.fatal_error();
+        }
         match placed.inner.fatal_error()? {
             SandboxError::Unavailable(m) => Some(SandboxError::Unavailable(format!(
                 "engine {}: {m}",
@@ -209,7 +222,7 @@ impl Sandbox for FleetSandbox {
         let Some(placed) = self.placed.get() else {
             return;
         };
-        if self.board.reachable(placed.index) {
+        if !self.strict || self.board.reachable(placed.index) {
             placed.inner.destroy().await;
         } else {
             // Bounded: a down engine must not hold the run's end.
