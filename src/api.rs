@@ -624,6 +624,28 @@ mod wire_tests {
         assert_eq!(back, value);
     }
 
+    #[test]
+    fn an_engine_in_status() {
+        assert_wire(
+            EngineSummary {
+                name: "far".into(),
+                address: "tcp://10.0.0.2:2376 (TLS)".into(),
+                reachable: false,
+                containers: 2,
+                capacity: Some(40),
+                last_error: Some("connection refused".into()),
+            },
+            r#"{"name":"far","address":"tcp://10.0.0.2:2376 (TLS)","reachable":false,"containers":2,"capacity":40,"last_error":"connection refused"}"#,
+        );
+        // A daemon from before engines: no `engines` at all.
+        let old = r#"{"version":"0.1.0","uptime_s":1.0,"runs_active":0,"runs_queued":0,
+            "plugins_loaded":0,"sandbox_engine":{"reachable":true,"address":"unix:///s"},
+            "socket":"/s","state_dir":"/d","accepting_runs":true,
+            "plugin_cache":{"enabled":false,"hits":0,"misses":0}}"#;
+        let status: Status = serde_json::from_str(old).expect("an older daemon's status");
+        assert!(status.engines.is_empty());
+    }
+
     fn line(seq: u64, event: RunEvent) -> EventLine {
         EventLine {
             seq,

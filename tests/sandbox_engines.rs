@@ -73,11 +73,17 @@ impl SecondEngine {
 
     /// The `[[sandbox.engines]]` entry reaching it over TLS.
     fn entry(&self, max: usize) -> String {
+        self.entry_trusting(&self.tls.join("ca.pem"), max)
+    }
+
+    /// [`Self::entry`] with `ca` as the authority the engine is checked
+    /// against.
+    fn entry_trusting(&self, ca: &Path, max: usize) -> String {
         format!(
             "\n[[sandbox.engines]]\nname = \"second\"\ndocker_host = \"tcp://{}\"\n\
              tls_ca = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\nmax_containers = {max}\n",
             self.tcp,
-            self.tls.join("ca.pem").display(),
+            ca.display(),
             self.tls.join("cert.pem").display(),
             self.tls.join("key.pem").display(),
         )
@@ -254,6 +260,21 @@ fn scenario(llm: &FakeLlm) {
     std::fs::write(&d.config, text).expect("config");
     d.spawn(&[]);
     wait_reachable(&d, "second", true);
+
+    // TLS is checked, not just spoken: trusting another CA, a daemon finds
+    // the same engine unreachable and says why.
+    let other = second.dir.join("other-ca");
+    std::fs::create_dir_all(&other).expect("folder");
+    write_pki(&other);
+    let mut wary = Daemon::unstarted(llm, "");
+    let mut text = std::fs::read_to_string(&wary.config).expect("config");
+    text.push_str(&second.entry_trusting(&other.join("ca.pem"), 1));
+    std::fs::write(&wary.config, text).expect("config");
+    wary.spawn(&[]);
+    let refused = wait_reachable(&wary, "second", false);
+    let why = refused["last_error"].as_str().unwrap_or("").to_lowercase();
+    assert!(why.contains("certificate"), "{refused}");
+    wary.stop();
 
     // 40 runs at once: each engine takes its share, within its 25.
     let ids = gated_runs(&d, llm, "spread", 40);

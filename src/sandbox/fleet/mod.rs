@@ -64,9 +64,10 @@ impl Fleet {
         for entry in &list {
             let provider =
                 DockerSandboxProvider::for_engine(config, entry).map_err(|e| match e {
-                    SandboxError::Unavailable(m) | SandboxError::Failed(m) => {
+                    SandboxError::Unavailable(m) | SandboxError::Failed(m) if strict => {
                         SandboxError::Unavailable(format!("engine {}: {m}", entry.name))
                     }
+                    other => other,
                 })?;
             engines.push(provider);
             seats.push(Seat::new(entry.max_containers, entry.weight, strict));
