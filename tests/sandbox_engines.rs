@@ -276,6 +276,15 @@ fn scenario(llm: &FakeLlm) {
     assert!(why.contains("certificate"), "{refused}");
     wary.stop();
 
+    // `agentd doctor`, as the daemon runs it, checks the second engine too.
+    let (status, report) = d.get("/v1/doctor?agent=shell");
+    assert_eq!(status, 200, "{report}");
+    let check = report["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "engine second"))
+        .unwrap_or_else(|| panic!("no `engine second` check: {report}"));
+    assert_eq!(check["ok"], true, "{check}");
+
     // 40 runs at once: each engine takes its share, within its 25.
     let ids = gated_runs(&d, llm, "spread", 40);
     let placed = wait_placed(host2, &ids, &d);
