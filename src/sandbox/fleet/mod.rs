@@ -178,3 +178,86 @@ impl Drop for Fleet {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::CommandSpec;
+
+    fn engine(name: &str, socket: &str) -> EngineConfig {
+        EngineConfig {
+            name: name.into(),
+            docker_host: Some(format!("unix://{socket}")),
+            tls: None,
+            max_containers: Some(2),
+            weight: 1.0,
+        }
+    }
+
+    fn echo() -> CommandSpec {
+        CommandSpec {
+            command: "echo".into(),
+            workdir: None,
+            timeout: None,
+            stdin: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn with_no_engine_reachable_a_run_fails_at_once_naming_each() {
+        let config = SandboxConfig {
+            engines: vec![
+                engine("a", "/nonexistent/a.sock"),
+                engine("b", "/nonexistent/b.sock"),
+            ],
+            ..SandboxConfig::default()
+        };
+        let fleet = Fleet::new(&config).expect("valid");
+        fleet.probe_now().await;
+        let report = fleet.report();
+        assert_eq!(report.len(), 2);
+        assert!(report.iter().all(|e| !e.reachable && e.containers == 0));
+        assert!(
+            report[0]
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("a.sock")),
+            "{report:?}"
+        );
+        let sandbox = fleet.for_run("r1");
+        let err = sandbox.run(echo()).await.expect_err("nothing reachable");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("sandbox unavailable: no engine is reachable (engine a: "),
+            "{text}"
+        );
+        assert!(text.contains("; engine b: "), "{text}");
+        assert_eq!(sandbox.fatal_error(), Some(err), "the run ends on it");
+        sandbox.destroy().await;
+        assert_eq!(fleet.report()[0].containers, 0, "nothing was placed");
+    }
+
+    #[tokio::test]
+    async fn the_implicit_engine_words_errors_as_before() {
+        let config = SandboxConfig {
+            docker_host: Some("unix:///nonexistent/d.sock".into()),
+            ..SandboxConfig::default()
+        };
+        let fleet = Fleet::new(&config).expect("valid");
+        fleet.probe_now().await;
+        assert_eq!(fleet.report()[0].name, DEFAULT_ENGINE_NAME);
+        assert_eq!(fleet.report()[0].capacity, None);
+        let sandbox = fleet.for_run("r1");
+        let err = sandbox.run(echo()).await.expect_err("no engine");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "sandbox unavailable: cannot reach the Docker engine at unix:///nonexistent/d.sock"
+            ),
+            "placed despite the failed probe, and worded as before: {text}"
+        );
+        assert_eq!(fleet.report()[0].containers, 1);
+        sandbox.destroy().await;
+        assert_eq!(fleet.report()[0].containers, 0, "destroy frees the slot");
+    }
+}
