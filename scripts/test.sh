@@ -29,6 +29,9 @@ echo "== docker engine and sandbox images"
 # --bridge=none --iptables=false if none answers, build the images locally.
 scripts/ensure-docker.sh
 scripts/build-images.sh --no-ensure
+# tests/sandbox_engines.rs starts and stops a second engine itself with
+# scripts/second-dockerd.sh (as root, like the rest of the suite), giving it
+# the tiny image from this one.
 
 echo "== third-party MCP servers"
 # server-everything (npm, Node installed if missing) and the Python MCP SDK,

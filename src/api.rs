@@ -487,7 +487,11 @@ pub struct Status {
     pub runs_waiting: usize,
     pub runs_queued: usize,
     pub plugins_loaded: usize,
+    /// The first engine, as before `[[sandbox.engines]]` existed.
     pub sandbox_engine: EngineStatus,
+    /// Every engine runs are placed on, in configuration order.
+    #[serde(default)]
+    pub engines: Vec<EngineSummary>,
     pub socket: String,
     pub state_dir: String,
     /// False once SIGTERM arrived: new runs are refused with 503.
@@ -539,6 +543,27 @@ impl From<crate::sandbox::PoolStatus> for PoolStatus {
             last_error: p.last_error,
         }
     }
+}
+
+/// One engine in `GET /v1/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineSummary {
+    pub name: String,
+    pub address: String,
+    /// As the daemon's last probe (every 2 s) found it.
+    pub reachable: bool,
+    /// Containers this daemon holds there: sandboxes placed and not yet
+    /// removed, and its warm pool's (both count against `capacity`).
+    pub containers: usize,
+    /// `max_containers`; `null`: no bound of its own.
+    #[serde(default)]
+    pub capacity: Option<usize>,
+    /// The last probe failure, kept after the engine answers again.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Its warm pool.
+    #[serde(default)]
+    pub pool: PoolStatus,
 }
 
 /// Every error the API returns has this body.
@@ -713,6 +738,35 @@ mod wire_tests {
         assert_eq!(json, expected);
         let back: T = serde_json::from_str(&json).expect("deserialise");
         assert_eq!(back, value);
+    }
+
+    #[test]
+    fn an_engine_in_status() {
+        assert_wire(
+            EngineSummary {
+                name: "far".into(),
+                address: "tcp://10.0.0.2:2376 (TLS)".into(),
+                reachable: false,
+                containers: 2,
+                capacity: Some(40),
+                last_error: Some("connection refused".into()),
+                pool: PoolStatus {
+                    target: 2,
+                    ready: 1,
+                    creating: 1,
+                    served: 5,
+                    last_error: None,
+                },
+            },
+            r#"{"name":"far","address":"tcp://10.0.0.2:2376 (TLS)","reachable":false,"containers":2,"capacity":40,"last_error":"connection refused","pool":{"target":2,"ready":1,"creating":1,"served":5,"last_error":null}}"#,
+        );
+        // A daemon from before engines: no `engines` at all.
+        let old = r#"{"version":"0.1.0","uptime_s":1.0,"runs_active":0,"runs_queued":0,
+            "plugins_loaded":0,"sandbox_engine":{"reachable":true,"address":"unix:///s"},
+            "socket":"/s","state_dir":"/d","accepting_runs":true,
+            "plugin_cache":{"enabled":false,"hits":0,"misses":0}}"#;
+        let status: Status = serde_json::from_str(old).expect("an older daemon's status");
+        assert!(status.engines.is_empty());
     }
 
     fn line(seq: u64, event: RunEvent) -> EventLine {

@@ -138,6 +138,7 @@ async fn status(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Json<Statu
             warnings: Vec::new(),
             pool: Default::default(),
         },
+        engines: Vec::new(),
         socket: "/run/agentd/agentd.sock".into(),
         state_dir: "/var/lib/agentd".into(),
         accepting_runs: true,

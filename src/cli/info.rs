@@ -208,6 +208,26 @@ pub async fn status(client: &Client, json: bool) -> Result<i32, ClientError> {
     Ok(0)
 }
 
+/// `NAME ADDRESS reachable, 3/20 containers` and the last error, if any.
+fn engine_line(e: &crate::api::EngineSummary) -> String {
+    let state = if e.reachable {
+        "reachable"
+    } else {
+        "unreachable"
+    };
+    let capacity = e
+        .capacity
+        .map_or_else(|| "unbounded".to_string(), |c| c.to_string());
+    let mut line = format!(
+        "{} {} {state}, {}/{capacity} containers",
+        e.name, e.address, e.containers
+    );
+    if let Some(err) = &e.last_error {
+        line.push_str(&format!(", last error: {err}"));
+    }
+    line
+}
+
 fn status_text(s: &Status) -> String {
     let uptime = duration((s.uptime_s * 1000.0) as i64);
     let engine = &s.sandbox_engine;
@@ -261,9 +281,17 @@ fn status_text(s: &Status) -> String {
         ("pool", pool),
         ("accepting", accepting.to_string()),
     ];
+    // With more than one engine, one line each (a single engine is the
+    // `sandbox` line, as before engines existed).
+    let engines = s
+        .engines
+        .iter()
+        .filter(|_| s.engines.len() > 1)
+        .map(|e| ("engine", engine_line(e)));
     // Last, one a line: what an operator should fix about the engine.
     let warnings = engine.warnings.iter().map(|w| ("warning", w.clone()));
     rows.into_iter()
+        .chain(engines)
         .chain(warnings)
         .map(|(k, v)| format!("{k:<10} {}\n", super::sanitize::terminal_safe(&v)))
         .collect()
@@ -367,6 +395,26 @@ mod tests {
                     last_error: None,
                 },
             },
+            engines: vec![
+                crate::api::EngineSummary {
+                    name: "local".into(),
+                    address: "unix:///var/run/docker.sock".into(),
+                    reachable: true,
+                    containers: 3,
+                    capacity: Some(20),
+                    last_error: None,
+                    pool: Default::default(),
+                },
+                crate::api::EngineSummary {
+                    name: "far".into(),
+                    address: "tcp://10.0.0.2:2376 (TLS)".into(),
+                    reachable: false,
+                    containers: 1,
+                    capacity: None,
+                    last_error: Some("connection refused".into()),
+                    pool: Default::default(),
+                },
+            ],
             socket: "/run/agentd/agentd.sock".into(),
             state_dir: "/var/lib/agentd".into(),
             accepting_runs: true,
@@ -392,6 +440,14 @@ mod tests {
         );
         assert!(
             text.ends_with("warning    the engine's runc is version 1.1.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "engine     local unix:///var/run/docker.sock reachable, 3/20 containers\n\
+                 engine     far tcp://10.0.0.2:2376 (TLS) unreachable, 1/unbounded containers, \
+                 last error: connection refused\n"
+            ),
             "{text}"
         );
     }

@@ -409,6 +409,27 @@ pub struct SandboxKeys {
     pub max_open_files: Option<u64>,
     /// Containers kept ready ahead of runs (0: none).
     pub pool_size: Option<usize>,
+    /// `[[sandbox.engines]]`: the engines runs are placed on; none means
+    /// the one engine of `docker_host`. The span locates errors.
+    #[serde(default)]
+    pub engines: Vec<toml::Spanned<EngineKeys>>,
+}
+
+/// One `[[sandbox.engines]]` entry.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineKeys {
+    pub name: Option<String>,
+    /// `unix://`, `tcp://` or `ssh://`.
+    pub docker_host: Option<String>,
+    /// For `tcp://` with TLS: the CA, this client's certificate and key.
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Sandboxes placed on it at once.
+    pub max_containers: Option<u64>,
+    /// Default 1.
+    pub weight: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

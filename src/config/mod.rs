@@ -396,6 +396,13 @@ impl Config {
                 }
                 n => n.unwrap_or(d.pool_size),
             },
+            engines: engines(&s.engines, s.docker_host.is_some()).map_err(|(at, message)| {
+                ConfigError::Invalid {
+                    file: file.map(Path::to_path_buf).unwrap_or_default(),
+                    line: Some(line_of(text, at)),
+                    message,
+                }
+            })?,
         };
         let mut plugins = PluginSettings::default();
         if let Some(size) = &f.plugins.memory_limit {
@@ -755,6 +762,54 @@ fn locate(text: &str, message: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// `[[sandbox.engines]]` checked, or the offset of the entry at fault and
+/// why. `docker_host_too` is whether `[sandbox] docker_host` is set, which
+/// the entries replace.
+fn engines(
+    keys: &[toml::Spanned<file::EngineKeys>],
+    docker_host_too: bool,
+) -> Result<Vec<crate::sandbox::EngineConfig>, (usize, String)> {
+    use crate::sandbox::fleet;
+    let mut out: Vec<crate::sandbox::EngineConfig> = Vec::new();
+    for spanned in keys {
+        let at = spanned.span().start;
+        let k = spanned.get_ref();
+        if docker_host_too {
+            return Err((
+                at,
+                "[sandbox] docker_host and [[sandbox.engines]] are both set: give each engine \
+                 its own docker_host and drop the one in [sandbox]"
+                    .into(),
+            ));
+        }
+        let name = k.name.clone().unwrap_or_default();
+        let tls = fleet::tls_files(
+            &name,
+            k.tls_ca.clone(),
+            k.tls_cert.clone(),
+            k.tls_key.clone(),
+        )
+        .map_err(|m| (at, m))?;
+        let Some(max) = k.max_containers else {
+            return Err((
+                at,
+                format!("[[sandbox.engines]] `{name}`: max_containers is required"),
+            ));
+        };
+        let engine = crate::sandbox::EngineConfig {
+            name,
+            docker_host: k.docker_host.clone(),
+            tls,
+            max_containers: Some(usize::try_from(max).unwrap_or(usize::MAX)),
+            weight: k.weight.unwrap_or(1.0),
+        };
+        let seen: Vec<&str> = out.iter().map(|e| e.name.as_str()).collect();
+        fleet::check(&engine, &seen).map_err(|m| (at, m))?;
+        out.push(engine);
+    }
+    Ok(out)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

@@ -823,3 +823,99 @@ fn kept_files_are_set_per_agent_and_bad_globs_or_sizes_are_refused() {
         assert!(e.contains(words), "{text}: {e}");
     }
 }
+
+#[test]
+fn sandbox_engines_are_parsed_with_tls_and_weights() {
+    let c = parse(
+        "[sandbox]\nimage = \"i\"\n\n[[sandbox.engines]]\nname = \"here\"\n\
+         docker_host = \"unix:///var/run/docker.sock\"\nmax_containers = 10\n\n\
+         [[sandbox.engines]]\nname = \"far\"\ndocker_host = \"tcp://10.0.0.2:2376\"\n\
+         tls_ca = \"/etc/agentd/ca.pem\"\ntls_cert = \"/etc/agentd/cert.pem\"\n\
+         tls_key = \"/etc/agentd/key.pem\"\nmax_containers = 40\nweight = 2.5\n",
+    )
+    .expect("valid");
+    let e = &c.sandbox.engines;
+    assert_eq!(e.len(), 2);
+    assert_eq!(
+        (e[0].name.as_str(), e[0].max_containers, e[0].weight),
+        ("here", Some(10), 1.0)
+    );
+    assert_eq!(e[0].tls, None);
+    assert_eq!((e[1].max_containers, e[1].weight), (Some(40), 2.5));
+    assert_eq!(
+        e[1].tls.as_ref().map(|t| t.key.clone()),
+        Some(PathBuf::from("/etc/agentd/key.pem"))
+    );
+    assert_eq!(c.sandbox.engine_list(), c.sandbox.engines);
+}
+
+#[test]
+fn without_engines_there_is_the_one_local_engine() {
+    let c = parse("[sandbox]\ndocker_host = \"unix:///run/d.sock\"\n").expect("valid");
+    assert!(c.sandbox.engines.is_empty());
+    let list = c.sandbox.engine_list();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].name, "local");
+    assert_eq!(list[0].docker_host.as_deref(), Some("unix:///run/d.sock"));
+    assert_eq!(
+        list[0].max_containers, None,
+        "no bound but max_concurrent_runs"
+    );
+}
+
+#[test]
+fn bad_engines_are_refused_at_their_line() {
+    let cases = [
+        (
+            "[[sandbox.engines]]\nname = \"a\"\ndocker_host = \"unix:///x\"\nmax_containers = 1\n\n\
+             [[sandbox.engines]]\nname = \"a\"\ndocker_host = \"unix:///y\"\nmax_containers = 1\n",
+            6,
+            "`a` is used by two engines",
+        ),
+        (
+            "[[sandbox.engines]]\nname = \"a\"\ndocker_host = \"unix:///x\"\nmax_containers = 0\n",
+            1,
+            "max_containers must be at least 1",
+        ),
+        (
+            "[[sandbox.engines]]\nname = \"a\"\ndocker_host = \"unix:///x\"\n",
+            1,
+            "max_containers is required",
+        ),
+        (
+            "\n[[sandbox.engines]]\nname = \"a\"\ndocker_host = \"unix:///x\"\nmax_containers = 2\nweight = 0\n",
+            2,
+            "weight must be a number above 0",
+        ),
+        (
+            "[[sandbox.engines]]\nname = \"t\"\ndocker_host = \"tcp://h:2376\"\nmax_containers = 2\ntls_ca = \"ca.pem\"\n",
+            1,
+            "tls_cert and tls_key missing",
+        ),
+        (
+            "[[sandbox.engines]]\nname = \"u\"\ndocker_host = \"ssh://u@h\"\nmax_containers = 2\n\
+             tls_ca = \"a\"\ntls_cert = \"b\"\ntls_key = \"c\"\n",
+            1,
+            "tcp:// engines only",
+        ),
+        (
+            "[sandbox]\ndocker_host = \"unix:///x\"\n\n[[sandbox.engines]]\nname = \"a\"\n\
+             docker_host = \"unix:///y\"\nmax_containers = 2\n",
+            4,
+            "[sandbox] docker_host and [[sandbox.engines]] are both set",
+        ),
+        (
+            "[[sandbox.engines]]\nname = \"a\"\ndocker_host = \"unix:///x\"\nmax_containers = 2\nmax_container = 3\n",
+            5,
+            "unknown field `max_container`",
+        ),
+    ];
+    for (text, line, words) in cases {
+        let err = parse(text).expect_err(words).to_string();
+        assert!(err.contains(words), "{words}: {err}");
+        assert!(
+            err.contains(&format!("agentd.toml:{line}")),
+            "{words}: names line {line}: {err}"
+        );
+    }
+}

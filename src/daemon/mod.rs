@@ -37,7 +37,7 @@ use tracing::{error, info, warn};
 
 use crate::config::{default_config_path, default_socket_path, Config};
 use crate::plugin::{EngineLimits, PluginHost};
-use crate::sandbox::docker::DockerSandboxProvider;
+use crate::sandbox::fleet::Fleet;
 use crate::sandbox::{NoSandbox, SandboxProvider};
 use crate::time::now_ms;
 use history::History;
@@ -94,21 +94,21 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     let artifacts = config.daemon.state_dir.join("artifacts");
     prune(&history, &artifacts, config.daemon.history_days).await;
 
-    let (docker, docker_error) = match DockerSandboxProvider::new(&config.sandbox) {
-        Ok(p) => (Some(Arc::new(p)), None),
+    let (fleet, docker_error) = match Fleet::new(&config.sandbox) {
+        Ok(f) => (Some(Arc::new(f.start_probes())), None),
         Err(e) => {
             warn!(error = %e, "sandbox disabled: tools that need one will fail");
             (None, Some(e.to_string()))
         }
     };
-    if let Some(docker) = &docker {
-        reap(docker).await;
+    if let Some(fleet) = &fleet {
+        reap(fleet).await;
         // After the reap, which would take the pool's containers for a
         // dead run's; filled in the background, so start-up never waits
         // for the engine.
-        docker.start_pool();
+        fleet.start_pools();
     }
-    let sandboxes: Arc<dyn SandboxProvider> = match &docker {
+    let sandboxes: Arc<dyn SandboxProvider> = match &fleet {
         Some(p) => p.clone(),
         None => Arc::new(NoSandbox::new(
             docker_error.clone().unwrap_or_else(|| "no sandbox".into()),
@@ -166,7 +166,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         config,
         config_path,
         plugins,
-        docker: docker.clone(),
+        fleet: fleet.clone(),
         sandboxes,
         docker_error,
         history: history.clone(),
@@ -206,12 +206,12 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     // with their process groups if they do not stop in time).
     daemon.mcp.stop(crate::mcp::clients::STOP_WITHIN).await;
     mcp_stop.cancel();
-    if let Some(docker) = &docker {
-        // The pool first, so no refill starts after the reap.
-        docker.drain_pool().await;
+    if let Some(fleet) = &fleet {
+        // The pools first, so no refill starts after the reap.
+        fleet.drain_pools().await;
         // Every run has removed its own sandbox; this catches a container
         // whose removal failed, so none outlives the daemon.
-        reap(docker).await;
+        reap(fleet).await;
     }
     stop.cancel();
     // Followers' streams have ended with their runs; idle connections get a
@@ -316,12 +316,15 @@ fn watch_plugins(dir: PathBuf, daemon: &Arc<Daemon>) -> Option<crate::plugin::Pl
 /// Removes containers of agentd processes that are gone (a daemon killed
 /// with -9 leaves its runs' containers behind) and of our own runs that are
 /// no longer live.
-async fn reap(docker: &DockerSandboxProvider) {
-    match tokio::time::timeout(Duration::from_secs(15), docker.reap_orphans(&[])).await {
-        Ok(Ok(0)) => {}
-        Ok(Ok(n)) => info!(removed = n, "removed orphaned sandbox containers"),
-        Ok(Err(e)) => warn!(error = %e, "cannot reap orphaned sandboxes"),
-        Err(_) => warn!("reaping orphaned sandboxes timed out"),
+/// Per engine, all at once, each bounded: a down engine is reaped by the
+/// next start-up or shutdown that reaches it.
+async fn reap(fleet: &Fleet) {
+    for (engine, result) in fleet.reap_orphans(&[], Duration::from_secs(15)).await {
+        match result {
+            Ok(0) => {}
+            Ok(n) => info!(engine = %engine, removed = n, "removed orphaned sandbox containers"),
+            Err(e) => warn!(engine = %engine, error = %e, "cannot reap orphaned sandboxes"),
+        }
     }
 }
 
@@ -437,18 +440,28 @@ fn reload(daemon: &Daemon) {
             config.plugins = old.config.plugins;
             // `[sandbox]` applies to runs started from now on; runs under
             // way keep their containers, and the warm pool is remade.
-            let sandbox_changed = config.sandbox != old.config.sandbox;
-            match (&daemon.docker, sandbox_changed) {
-                (_, false) => {}
-                (Some(_), true) => {
-                    if let Err(e) = DockerSandboxProvider::check(&config.sandbox) {
-                        error!(error = %e, "configuration reload refused; keeping the running configuration");
-                        systemd::ready(&status_line(daemon));
-                        return;
+            let mut sandbox_changed = config.sandbox != old.config.sandbox;
+            if sandbox_changed {
+                match &daemon.fleet {
+                    None => {
+                        warn!("SIGHUP: the sandbox was disabled at start-up; changes to [sandbox] take effect at the next restart");
+                        sandbox_changed = false;
+                    }
+                    Some(fleet) if !fleet.same_engines(&config.sandbox) => {
+                        warn!("SIGHUP: a change to [[sandbox.engines]] takes effect at the next restart; [sandbox] is kept as it runs");
+                        sandbox_changed = false;
+                    }
+                    Some(_) => {
+                        if let Err(e) =
+                            crate::sandbox::docker::DockerSandboxProvider::check(&config.sandbox)
+                        {
+                            error!(error = %e, "configuration reload refused; keeping the running configuration");
+                            systemd::ready(&status_line(daemon));
+                            return;
+                        }
                     }
                 }
-                (None, true) => {
-                    warn!("SIGHUP: the sandbox was disabled at start-up; changes to [sandbox] take effect at the next restart");
+                if !sandbox_changed {
                     config.sandbox = old.config.sandbox.clone();
                 }
             }
@@ -460,8 +473,8 @@ fn reload(daemon: &Daemon) {
                 systemd::ready(&status_line(daemon));
                 return;
             }
-            if let (Some(docker), true) = (&daemon.docker, sandbox_changed) {
-                if let Err(e) = docker.reconfigure(&config.sandbox) {
+            if let (Some(fleet), true) = (&daemon.fleet, sandbox_changed) {
+                if let Err(e) = fleet.reconfigure(&config.sandbox) {
                     error!(error = %e, "configuration reload refused; keeping the running configuration");
                     systemd::ready(&status_line(daemon));
                     return;

@@ -27,8 +27,8 @@ use super::run_api::{self, CancelRunError, FindError, ReplyRunError, StartError}
 use super::runs::CreateError;
 use super::state::{AgentLookupError, Daemon};
 use crate::api::{
-    AgentList, ApproveRun, CacheStatus, CreateRun, EngineStatus, InputRun, RunList, RunState,
-    RunView, Status,
+    AgentList, ApproveRun, CacheStatus, CreateRun, EngineStatus, EngineSummary, InputRun, RunList,
+    RunState, RunView, Status,
 };
 
 type Shared = State<Arc<Daemon>>;
@@ -108,7 +108,21 @@ async fn method_not_allowed(request: Request) -> ApiError {
 
 async fn status(State(d): Shared) -> Json<Status> {
     let counts = d.runs.counts();
-    let sandbox_engine = match &d.docker {
+    let engines = d.fleet.as_ref().map_or_else(Vec::new, |f| {
+        f.report()
+            .into_iter()
+            .map(|e| EngineSummary {
+                name: e.name,
+                address: e.address,
+                reachable: e.reachable,
+                containers: e.containers,
+                capacity: e.capacity,
+                last_error: e.last_error,
+                pool: e.pool.into(),
+            })
+            .collect()
+    });
+    let sandbox_engine = match d.fleet.as_ref().and_then(|f| f.first()) {
         Some(docker) => {
             // Half a second: `GET /v1/status` is what an operator (and
             // the fault suite) asks to see that the daemon answers, so a
@@ -145,6 +159,7 @@ async fn status(State(d): Shared) -> Json<Status> {
         runs_queued: counts.queued,
         plugins_loaded: snapshot.strategies.len() + snapshot.tools.len(),
         sandbox_engine,
+        engines,
         socket: d.socket.display().to_string(),
         state_dir: generation.config.daemon.state_dir.display().to_string(),
         accepting_runs: d.runs.accepting(),

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::llm::{AnsweredEndpoints, LlmClient};
 use crate::mcp::McpClients;
 use crate::plugin::PluginHost;
-use crate::sandbox::docker::DockerSandboxProvider;
+use crate::sandbox::fleet::Fleet;
 use crate::sandbox::SandboxProvider;
 use crate::sync::{LockExt, RwLockExt};
 
@@ -117,7 +117,9 @@ impl Generation {
 pub struct Daemon {
     generation: RwLock<Arc<Generation>>,
     pub plugins: Arc<PluginHost>,
-    pub docker: Option<Arc<DockerSandboxProvider>>,
+    /// The engines runs are placed on (`[[sandbox.engines]]`, or the one
+    /// local engine).
+    pub fleet: Option<Arc<Fleet>>,
     pub sandboxes: Arc<dyn SandboxProvider>,
     /// Why there is no Docker provider (an invalid `[sandbox]` section).
     pub docker_error: Option<String>,
@@ -145,7 +147,7 @@ pub struct DaemonParts {
     pub config: Config,
     pub config_path: Option<PathBuf>,
     pub plugins: Arc<PluginHost>,
-    pub docker: Option<Arc<DockerSandboxProvider>>,
+    pub fleet: Option<Arc<Fleet>>,
     pub sandboxes: Arc<dyn SandboxProvider>,
     pub docker_error: Option<String>,
     pub history: History,
@@ -179,7 +181,7 @@ impl Daemon {
         Daemon {
             generation: RwLock::new(Arc::new(generation)),
             plugins: p.plugins,
-            docker: p.docker,
+            fleet: p.fleet,
             sandboxes: p.sandboxes,
             docker_error: p.docker_error,
             runs,

@@ -85,17 +85,23 @@ impl Check {
 }
 
 /// Every check after `config`, as `config` sees them: `state`, `plugins`,
-/// `docker`, `image`, `llm`, in that order. The slow ones (compiling
-/// plugins, a sandbox, the network) run at once. `agent` is `None` when
-/// the configuration that should define `agent_name` did not load.
+/// `docker`, `image` (on the first engine), `engine NAME` for each further
+/// `[[sandbox.engines]]` entry, `llm`, in that order. The slow ones
+/// (compiling plugins, a sandbox, the network) run at once. `agent` is
+/// `None` when the configuration that should define `agent_name` did not
+/// load.
 pub async fn check(config: &Config, agent_name: &str, agent: Option<&AgentConfig>) -> Vec<Check> {
     let state = state::check_state(&config.daemon.state_dir);
-    let (plugins, (docker, image), llm) = tokio::join!(
+    let (plugins, (docker, image), engines, llm) = tokio::join!(
         plugins::check_plugins(config, agent_name, agent),
         sandbox::check_sandbox(&config.sandbox),
+        sandbox::check_other_engines(&config.sandbox),
         llm::check_llm(config, agent_name),
     );
-    vec![state, plugins, docker, image, llm]
+    let mut checks = vec![state, plugins, docker, image];
+    checks.extend(engines);
+    checks.push(llm);
+    checks
 }
 
 #[cfg(test)]

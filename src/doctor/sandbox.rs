@@ -85,6 +85,60 @@ pub(super) async fn check_sandbox(config: &SandboxConfig) -> (Check, Check) {
     (docker_check, check_image(&provider, &docker, config).await)
 }
 
+/// `engine NAME` for each `[[sandbox.engines]]` entry after the first
+/// (which `docker` and `image` cover): it answers and has the image. All at
+/// once, each bounded.
+pub(super) async fn check_other_engines(config: &SandboxConfig) -> Vec<Check> {
+    let others = config.engines.iter().skip(1).map(|entry| async move {
+        let name = format!("engine {}", entry.name);
+        let provider = match DockerSandboxProvider::for_engine(config, entry) {
+            Ok(p) => p,
+            Err(e) => {
+                return Check::fail(
+                    &name,
+                    sandbox_message(&e),
+                    "correct its [[sandbox.engines]] entry",
+                )
+            }
+        };
+        let address = provider.engine_address().to_string();
+        let answered = tokio::time::timeout(ANSWER_WITHIN, async {
+            let docker = provider.docker().await.map_err(|e| sandbox_message(&e))?;
+            docker
+                .inspect_image(&config.image)
+                .await
+                .map(|_| ())
+                .map_err(|e| match e {
+                    bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404, ..
+                    } => format!("{} is not on the Docker engine at {address}", config.image),
+                    other => format!("cannot inspect {} at {address}: {other}", config.image),
+                })
+        })
+        .await;
+        match answered {
+            Ok(Ok(())) => Check::pass(&name, format!("{address}, {} present", config.image)),
+            Ok(Err(message)) => {
+                let fix = if message.contains("is not on the Docker engine") {
+                    "load it there: docker save IMAGE | docker -H ADDRESS load (agentd never pulls images)".to_string()
+                } else {
+                    "start that engine or correct its docker_host and TLS files".to_string()
+                };
+                Check::fail(&name, message, fix)
+            }
+            Err(_) => Check::fail(
+                &name,
+                format!(
+                    "the Docker engine at {address} did not answer within {} s",
+                    ANSWER_WITHIN.as_secs()
+                ),
+                "start that engine or correct its docker_host",
+            ),
+        }
+    });
+    futures::future::join_all(others).await
+}
+
 fn sandbox_message(e: &SandboxError) -> String {
     match e {
         SandboxError::Unavailable(m) | SandboxError::Failed(m) => m.clone(),

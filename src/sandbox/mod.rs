@@ -11,8 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub mod docker;
+pub mod fleet;
 mod settings;
 
+pub use fleet::{EngineConfig, TlsFiles};
 pub use settings::{SandboxConfig, MAX_POOL_SIZE};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use super::fleet::EngineConfig;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxConfig {
     pub image: String,
@@ -36,6 +38,9 @@ pub struct SandboxConfig {
     /// for a container. Each is handed to one run only and removed with it.
     /// 0 turns the pool off.
     pub pool_size: usize,
+    /// `[[sandbox.engines]]`, checked; empty means the one engine of
+    /// [`Self::engine_list`].
+    pub engines: Vec<EngineConfig>,
 }
 
 /// The largest `[sandbox] pool_size`: each pooled container holds its
@@ -49,6 +54,17 @@ impl SandboxConfig {
     /// nothing gets it too.
     pub fn command_timeout(&self, asked: Option<Duration>) -> Duration {
         asked.map_or(self.timeout, |t| t.min(self.timeout))
+    }
+
+    /// The engines runs are placed on: `[[sandbox.engines]]`, or the one
+    /// engine `docker_host` (else `DOCKER_HOST`, else the default socket)
+    /// names, called `local`, with no capacity of its own.
+    pub fn engine_list(&self) -> Vec<EngineConfig> {
+        if self.engines.is_empty() {
+            vec![EngineConfig::default_engine(self.docker_host.clone())]
+        } else {
+            self.engines.clone()
+        }
     }
 }
 
@@ -72,6 +88,7 @@ impl Default for SandboxConfig {
             disk_limit: "1g".into(),
             max_open_files: 1024,
             pool_size: 2,
+            engines: Vec::new(),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bollard::errors::Error as DockerError;
 use bollard::{ClientVersion, Docker, API_DEFAULT_VERSION};
 
-use crate::sandbox::SandboxError;
+use crate::sandbox::{SandboxError, TlsFiles};
 
 /// bollard's per-request timeout (it only covers response headers; streams
 /// are bounded by the callers).
@@ -27,6 +27,12 @@ pub(crate) enum Host {
     Unix(String),
     Http(String),
     Ssh(String),
+    /// `tcp://` (or `https://`) with a client certificate, as Docker's
+    /// `--tlsverify` wants.
+    Tls {
+        addr: String,
+        tls: TlsFiles,
+    },
 }
 
 impl Host {
@@ -51,8 +57,8 @@ impl Host {
             Host::Ssh(text.clone())
         } else if text.starts_with("https://") {
             return Err(format!(
-                "docker host `{text}` (from {source}) needs TLS, which agentd is built without; \
-                 reach the engine over ssh://user@host or a unix socket instead"
+                "docker host `{text}` (from {source}) needs TLS: give it tls_ca, tls_cert and \
+                 tls_key in a [[sandbox.engines]] entry"
             ));
         } else {
             return Err(format!(
@@ -67,8 +73,41 @@ impl Host {
         Ok((host, display))
     }
 
+    /// Like [`Self::parse`], for one `[[sandbox.engines]]` entry: with
+    /// `tls`, a `tcp://` or `https://` address is reached over TLS.
+    pub(crate) fn parse_engine(
+        configured: Option<&str>,
+        tls: Option<&TlsFiles>,
+    ) -> Result<(Host, String), String> {
+        let Some(tls) = tls else {
+            return Host::parse(configured);
+        };
+        let text = configured.map(str::trim).unwrap_or("");
+        let rest = text
+            .strip_prefix("tcp://")
+            .or_else(|| text.strip_prefix("https://"))
+            .ok_or_else(|| {
+                format!("docker host `{text}`: TLS settings apply to tcp:// addresses only")
+            })?;
+        Ok((
+            Host::Tls {
+                addr: format!("tcp://{rest}"),
+                tls: tls.clone(),
+            },
+            format!("tcp://{rest} (TLS)"),
+        ))
+    }
+
     fn connect(&self, version: &ClientVersion) -> Result<Docker, DockerError> {
         match self {
+            Host::Tls { addr, tls } => Docker::connect_with_ssl(
+                addr,
+                &tls.key,
+                &tls.cert,
+                &tls.ca,
+                REQUEST_TIMEOUT_SECS,
+                version,
+            ),
             Host::Unix(path) => Docker::connect_with_unix(path, REQUEST_TIMEOUT_SECS, version),
             Host::Http(addr) => Docker::connect_with_http(addr, REQUEST_TIMEOUT_SECS, version),
             // Runs `ssh <host> docker system dial-stdio`: needs the OpenSSH
@@ -303,7 +342,17 @@ mod tests {
             Ok((Host::Ssh(_), _))
         ));
         let err = Host::parse(Some("https://h")).expect_err("tls");
-        assert!(err.contains("TLS"), "{err}");
+        assert!(err.contains("tls_ca"), "{err}");
+        let tls = TlsFiles {
+            ca: "ca.pem".into(),
+            cert: "cert.pem".into(),
+            key: "key.pem".into(),
+        };
+        assert!(matches!(
+            Host::parse_engine(Some("tcp://h:2376"), Some(&tls)),
+            Ok((Host::Tls { addr, .. }, d)) if addr == "tcp://h:2376" && d == "tcp://h:2376 (TLS)"
+        ));
+        assert!(Host::parse_engine(Some("unix:///x"), Some(&tls)).is_err());
         assert!(Host::parse(Some("ftp://h")).is_err());
     }
 }

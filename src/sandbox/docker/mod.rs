@@ -46,5 +46,6 @@ mod user;
 
 pub use container::{parse_memory_limit, LABEL_MANAGED, LABEL_POOL, LABEL_RUN};
 pub use owner::LABEL_OWNER;
+pub use pool::PoolRoom;
 pub use provider::{DockerSandboxProvider, DEFAULT_MAX_READ_BYTES};
 pub use sandbox::DockerSandbox;

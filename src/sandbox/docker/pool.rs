@@ -33,6 +33,24 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long draining waits for the engine to remove one container.
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What bounds a pool by its engine's capacity: the fleet counts pooled
+/// containers against `max_containers` with the runs it placed there. The
+/// sandbox layer defines what it needs; the fleet implements it.
+pub trait PoolRoom: Send + Sync {
+    /// Reserves room for one more pooled container; false: the engine is
+    /// full (the pool waits and asks again).
+    fn reserve(&self) -> bool;
+    /// Gives back the room of a pooled container that left the pool: taken
+    /// by a run (whose own slot now counts it), removed, or never made.
+    fn release(&self);
+    /// A pooled container is ready: a run waiting for room may take it.
+    fn ready(&self) {}
+}
+
+/// How long a pool whose engine is full waits before asking for room
+/// again (a freed slot also wakes it through `take` or a drain).
+const ROOM_RECHECK: Duration = Duration::from_millis(500);
+
 /// A container waiting for a run, with its shell.
 pub(crate) struct Warm {
     pub(crate) container: Container,
@@ -59,10 +77,11 @@ pub(crate) struct Pool {
     /// Wakes the refill task: a container was taken, or the pool closed.
     wake: Notify,
     last_error: Mutex<Option<String>>,
+    room: Option<Arc<dyn PoolRoom>>,
 }
 
 impl Pool {
-    pub(crate) fn new(target: usize) -> Pool {
+    pub(crate) fn new(target: usize, room: Option<Arc<dyn PoolRoom>>) -> Pool {
         let id = uuid::Uuid::new_v4().simple().to_string();
         Pool {
             target,
@@ -75,6 +94,15 @@ impl Pool {
             started: AtomicBool::new(false),
             wake: Notify::new(),
             last_error: Mutex::new(None),
+            room,
+        }
+    }
+
+    fn release_room(&self, n: usize) {
+        if let Some(room) = &self.room {
+            for _ in 0..n {
+                room.release();
+            }
         }
     }
 
@@ -115,6 +143,7 @@ impl Pool {
         };
         if taken.is_some() {
             self.served.fetch_add(1, Ordering::Relaxed);
+            self.release_room(1);
         }
         self.wake.notify_one();
         taken
@@ -145,6 +174,7 @@ impl Pool {
         }
         let mut warm: Vec<Warm> = self.ready.lock_unpoisoned().drain(..).collect();
         warm.append(&mut self.dead.lock_unpoisoned());
+        self.release_room(warm.len());
         if warm.is_empty() {
             return 0;
         }
@@ -206,6 +236,7 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
             return;
         }
         let dead: Vec<Warm> = pool.dead.lock_unpoisoned().drain(..).collect();
+        pool.release_room(dead.len());
         if !dead.is_empty() {
             if let Some(s) = shared.upgrade() {
                 if let Ok(docker) = s.docker().await {
@@ -219,7 +250,17 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
             pool.wake.notified().await;
             continue;
         }
-        let Some(s) = shared.upgrade() else { return };
+        if pool.room.as_ref().is_some_and(|room| !room.reserve()) {
+            tokio::select! {
+                _ = tokio::time::sleep(ROOM_RECHECK) => {}
+                _ = pool.wake.notified() => {}
+            }
+            continue;
+        }
+        let Some(s) = shared.upgrade() else {
+            pool.release_room(1);
+            return;
+        };
         pool.creating.fetch_add(1, Ordering::AcqRel);
         let made = warm(&s, &pool).await;
         match made {
@@ -240,7 +281,13 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
                     }
                 };
                 pool.creating.fetch_sub(1, Ordering::AcqRel);
+                if orphan.is_none() {
+                    if let Some(room) = &pool.room {
+                        room.ready();
+                    }
+                }
                 if let Some(w) = orphan {
+                    pool.release_room(1);
                     if let Ok(docker) = s.docker().await {
                         discard(&docker, &w.container).await;
                     }
@@ -248,6 +295,7 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
             }
             Err(e) => {
                 pool.creating.fetch_sub(1, Ordering::AcqRel);
+                pool.release_room(1);
                 pool.set_error(Some(&e));
                 drop(s);
                 tokio::select! {

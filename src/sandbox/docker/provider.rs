@@ -10,13 +10,13 @@ use tokio::sync::OnceCell;
 use super::container::Limits;
 use super::engine::{self, Connected, Host, PROBE_TIMEOUT};
 use super::owner::Owner;
-use super::pool::Pool;
+use super::pool::{Pool, PoolRoom};
 use super::reaper;
 use super::sandbox::DockerSandbox;
 use super::user::{self, Ids, UserSpec};
-use crate::sandbox::SandboxConfig;
+use crate::sandbox::{EngineConfig, SandboxConfig};
 use crate::sandbox::{PoolStatus, Sandbox, SandboxError, SandboxProvider};
-use crate::sync::RwLockExt;
+use crate::sync::{LockExt, RwLockExt};
 
 /// Files larger than this are refused by `read_file` unless changed with
 /// [`DockerSandboxProvider::with_max_read_bytes`]: a read is held in memory.
@@ -26,6 +26,8 @@ pub const DEFAULT_MAX_READ_BYTES: u64 = 64 << 20;
 /// change makes a new one; runs already under way keep theirs.
 pub(crate) struct Shared {
     pub(crate) config: SandboxConfig,
+    /// The engine entry this state was made for (address, TLS files).
+    entry: EngineConfig,
     pub(crate) limits: Limits,
     host: Host,
     /// The engine's address, for messages.
@@ -96,6 +98,9 @@ pub struct DockerSandboxProvider {
     /// Whether the warm pool runs (the daemon's choice): kept across
     /// reconfigurations.
     pooling: std::sync::atomic::AtomicBool,
+    /// What bounds the pool by the engine's capacity (the fleet's), given
+    /// to every pool this provider makes.
+    room: std::sync::Mutex<Option<Arc<dyn PoolRoom>>>,
 }
 
 impl DockerSandboxProvider {
@@ -104,13 +109,28 @@ impl DockerSandboxProvider {
     /// down. A caller that wants to start anyway can serve
     /// [`NoSandbox`](crate::sandbox::NoSandbox) with the error's text.
     ///
+    /// With `[[sandbox.engines]]` this is the first engine: callers that
+    /// want them all use [`Fleet`](crate::sandbox::fleet::Fleet).
+    ///
     /// The warm pool does not run until [`Self::start_pool`]: a one-run
     /// `run --local` or `doctor` has no use for containers made ahead.
     pub fn new(config: &SandboxConfig) -> Result<Self, SandboxError> {
-        let shared = Self::make_shared(config, Owner::current(), None)?;
+        let first = config
+            .engine_list()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| EngineConfig::default_engine(config.docker_host.clone()));
+        Self::for_engine(config, &first)
+    }
+
+    /// The provider of one `[[sandbox.engines]]` entry: its address and
+    /// TLS files, the rest of `[sandbox]` as for every engine.
+    pub fn for_engine(config: &SandboxConfig, entry: &EngineConfig) -> Result<Self, SandboxError> {
+        let shared = Self::make_shared(config, entry, Owner::current(), None, None)?;
         Ok(DockerSandboxProvider {
             shared: RwLock::new(Arc::new(shared)),
             pooling: std::sync::atomic::AtomicBool::new(false),
+            room: std::sync::Mutex::new(None),
         })
     }
 
@@ -118,14 +138,17 @@ impl DockerSandboxProvider {
     /// not change.
     fn make_shared(
         config: &SandboxConfig,
+        entry: &EngineConfig,
         owner: Owner,
         connected: Option<Connected>,
+        room: Option<Arc<dyn PoolRoom>>,
     ) -> Result<Shared, SandboxError> {
         let limits = Limits::from_config(config).map_err(SandboxError::Unavailable)?;
-        let (host, engine) =
-            Host::parse(config.docker_host.as_deref()).map_err(SandboxError::Unavailable)?;
+        let (host, engine) = Host::parse_engine(entry.docker_host.as_deref(), entry.tls.as_ref())
+            .map_err(SandboxError::Unavailable)?;
         Ok(Shared {
             config: config.clone(),
+            entry: entry.clone(),
             limits,
             host,
             engine,
@@ -134,7 +157,7 @@ impl DockerSandboxProvider {
             owner_label: owner.to_string(),
             owner,
             ids: tokio::sync::Mutex::new(None),
-            pool: Arc::new(Pool::new(config.pool_size)),
+            pool: Arc::new(Pool::new(config.pool_size, room)),
         })
     }
 
@@ -146,7 +169,10 @@ impl DockerSandboxProvider {
     /// reload checks before it commits to a new file.
     pub fn check(config: &SandboxConfig) -> Result<(), SandboxError> {
         Limits::from_config(config).map_err(SandboxError::Unavailable)?;
-        Host::parse(config.docker_host.as_deref()).map_err(SandboxError::Unavailable)?;
+        for entry in config.engine_list() {
+            Host::parse_engine(entry.docker_host.as_deref(), entry.tls.as_ref())
+                .map_err(SandboxError::Unavailable)?;
+        }
         Ok(())
     }
 
@@ -154,13 +180,19 @@ impl DockerSandboxProvider {
     /// (SIGHUP). Runs under way keep the configuration they started with,
     /// and their containers; the old pool's ready containers, made with
     /// the old settings, are removed (in the background) and a new pool
-    /// filled. The engine connection is kept when `docker_host` did not
-    /// change. Needs a Tokio runtime.
-    pub fn reconfigure(&self, config: &SandboxConfig) -> Result<(), SandboxError> {
+    /// filled. `entry` is this engine's (its address may change only for
+    /// the implicit engine of `docker_host`); the engine connection is kept
+    /// when it did not change. Needs a Tokio runtime.
+    pub fn reconfigure(
+        &self,
+        config: &SandboxConfig,
+        entry: &EngineConfig,
+    ) -> Result<(), SandboxError> {
         let old = self.shared();
-        let same_engine = old.config.docker_host == config.docker_host;
+        let same_engine = old.entry == *entry;
         let connected = same_engine.then(|| old.docker.get().cloned()).flatten();
-        let fresh = Self::make_shared(config, old.owner.clone(), connected)?;
+        let room = self.room.lock_unpoisoned().clone();
+        let fresh = Self::make_shared(config, entry, old.owner.clone(), connected, room)?;
         fresh.max_read_bytes.store(
             old.max_read_bytes.load(Ordering::Relaxed),
             Ordering::Relaxed,
@@ -175,10 +207,21 @@ impl DockerSandboxProvider {
     }
 
     /// Starts keeping `[sandbox] pool_size` containers ready (a daemon
-    /// does; needs a Tokio runtime). Idempotent.
-    pub fn start_pool(&self) {
+    /// does; needs a Tokio runtime). Idempotent. `room`, when given,
+    /// bounds the pool by what the engine may still hold.
+    pub fn start_pool(&self, room: Option<Arc<dyn PoolRoom>>) {
         self.pooling.store(true, Ordering::Release);
-        Pool::start(&self.shared());
+        if room.is_none() {
+            Pool::start(&self.shared());
+            return;
+        }
+        *self.room.lock_unpoisoned() = room;
+        // The provider's first pool was made without the room and has made
+        // nothing yet: the same configuration again, with it, started.
+        let current = self.shared();
+        if let Err(e) = self.reconfigure(&current.config, &current.entry) {
+            tracing::warn!(error = %e, "the warm pool cannot start");
+        }
     }
 
     /// Removes the pool's ready containers and stops refilling it: at
