@@ -113,7 +113,14 @@ impl Pool {
             } else {
                 0
             },
-            ready: self.ready.lock_unpoisoned().len(),
+            // A dead shell's container cannot serve a run: not `ready`,
+            // which placement credits as free.
+            ready: self
+                .ready
+                .lock_unpoisoned()
+                .iter()
+                .filter(|w| w.shell.is_alive())
+                .count(),
             creating: self.creating.load(Ordering::Relaxed),
             served: self.served.load(Ordering::Relaxed),
             last_error: self.last_error.lock_unpoisoned().clone(),
@@ -174,11 +181,11 @@ impl Pool {
         }
         let mut warm: Vec<Warm> = self.ready.lock_unpoisoned().drain(..).collect();
         warm.append(&mut self.dead.lock_unpoisoned());
-        self.release_room(warm.len());
         if warm.is_empty() {
             return 0;
         }
         let Ok(docker) = shared.docker().await else {
+            self.release_room(warm.len());
             return 0;
         };
         let mut removed = 0;
@@ -187,6 +194,9 @@ impl Pool {
             if discard(&docker, &w.container).await {
                 removed += 1;
             }
+            // Only once it is gone (or given up on): the engine holds it
+            // until then, and a new pool must not take its room before.
+            self.release_room(1);
         }
         tracing::info!(pool = %self.id, removed, "drained the warm pool");
         removed
@@ -236,14 +246,16 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
             return;
         }
         let dead: Vec<Warm> = pool.dead.lock_unpoisoned().drain(..).collect();
-        pool.release_room(dead.len());
         if !dead.is_empty() {
-            if let Some(s) = shared.upgrade() {
-                if let Ok(docker) = s.docker().await {
-                    for w in dead {
-                        discard(&docker, &w.container).await;
-                    }
+            let docker = match shared.upgrade() {
+                Some(s) => s.docker().await.ok(),
+                None => None,
+            };
+            for w in dead {
+                if let Some(docker) = &docker {
+                    discard(docker, &w.container).await;
                 }
+                pool.release_room(1);
             }
         }
         if pool.is_full() {
@@ -262,6 +274,14 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
             return;
         };
         pool.creating.fetch_add(1, Ordering::AcqRel);
+        // Counted first, then checked: a drain that closed the pool in
+        // between either sees this creation and waits for it, or is seen
+        // here, and nothing is made after its last look.
+        if pool.closed.load(Ordering::Acquire) {
+            pool.creating.fetch_sub(1, Ordering::AcqRel);
+            pool.release_room(1);
+            return;
+        }
         let made = warm(&s, &pool).await;
         match made {
             Ok(w) => {
@@ -287,10 +307,10 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
                     }
                 }
                 if let Some(w) = orphan {
-                    pool.release_room(1);
                     if let Ok(docker) = s.docker().await {
                         discard(&docker, &w.container).await;
                     }
+                    pool.release_room(1);
                 }
             }
             Err(e) => {

@@ -101,6 +101,9 @@ pub struct DockerSandboxProvider {
     /// What bounds the pool by the engine's capacity (the fleet's), given
     /// to every pool this provider makes.
     room: std::sync::Mutex<Option<Arc<dyn PoolRoom>>>,
+    /// The drains of pools a reconfiguration replaced, awaited by
+    /// [`Self::drain_pool`].
+    old_drains: std::sync::Mutex<Vec<tokio::task::JoinHandle<usize>>>,
 }
 
 impl DockerSandboxProvider {
@@ -131,6 +134,7 @@ impl DockerSandboxProvider {
             shared: RwLock::new(Arc::new(shared)),
             pooling: std::sync::atomic::AtomicBool::new(false),
             room: std::sync::Mutex::new(None),
+            old_drains: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -199,7 +203,11 @@ impl DockerSandboxProvider {
         );
         let fresh = Arc::new(fresh);
         *self.shared.write_unpoisoned() = fresh.clone();
-        tokio::spawn(async move { old.pool.drain(&old).await });
+        let drain = tokio::spawn(async move { old.pool.drain(&old).await });
+        let mut drains = self.old_drains.lock_unpoisoned();
+        drains.retain(|d| !d.is_finished());
+        drains.push(drain);
+        drop(drains);
         if self.pooling.load(Ordering::Acquire) {
             Pool::start(&fresh);
         }
@@ -207,7 +215,7 @@ impl DockerSandboxProvider {
     }
 
     /// Starts keeping `[sandbox] pool_size` containers ready (a daemon
-    /// does; needs a Tokio runtime). Idempotent. `room`, when given,
+    /// does; needs a Tokio runtime), once. `room`, when given,
     /// bounds the pool by what the engine may still hold.
     pub fn start_pool(&self, room: Option<Arc<dyn PoolRoom>>) {
         self.pooling.store(true, Ordering::Release);
@@ -229,7 +237,14 @@ impl DockerSandboxProvider {
     pub async fn drain_pool(&self) -> usize {
         self.pooling.store(false, Ordering::Release);
         let shared = self.shared();
-        shared.pool.drain(&shared).await
+        let mut removed = shared.pool.drain(&shared).await;
+        // The pools SIGHUP replaced may still be removing theirs (or
+        // waiting for a creation to finish): done before the last reap.
+        let old: Vec<_> = self.old_drains.lock_unpoisoned().drain(..).collect();
+        for drain in old {
+            removed += drain.await.unwrap_or(0);
+        }
+        removed
     }
 
     /// The warm pool now.

@@ -145,14 +145,13 @@ impl Fleet {
     /// each bounded by what its engine may still hold.
     pub fn start_pools(&self) {
         for (index, engine) in self.engines.iter().enumerate() {
-            let room: Option<Arc<dyn crate::sandbox::docker::PoolRoom>> =
-                self.board.is_bounded(index).then(|| {
-                    Arc::new(placement::EngineRoom {
-                        board: self.board.clone(),
-                        index,
-                    }) as Arc<dyn crate::sandbox::docker::PoolRoom>
-                });
-            engine.start_pool(room);
+            // Every engine's pool goes through the board, bounded or not,
+            // so the engine's `containers` counts it either way.
+            let room: Arc<dyn crate::sandbox::docker::PoolRoom> = Arc::new(placement::EngineRoom {
+                board: self.board.clone(),
+                index,
+            });
+            engine.start_pool(Some(room));
         }
     }
 

@@ -63,8 +63,12 @@ impl Seat {
         let free = match self.capacity {
             None => f64::from(u32::MAX),
             Some(c) => {
+                // `c + ready - placed - pooled`: a take moves one container
+                // from pooled to placed and one ready away, leaving this as
+                // it was, so a ready container is credited to one run only
+                // even while runs placed on it have not taken it yet.
                 let held = self.placed + self.pooled;
-                let free = c.saturating_sub(held) + ready.min(self.pooled);
+                let free = (c + ready.min(self.pooled)).saturating_sub(held);
                 if free == 0 {
                     return None;
                 }
@@ -215,11 +219,6 @@ impl Board {
             self.changed.notify_waiters();
         }
         was != now
-    }
-
-    /// Whether engine `index` has a `max_containers`.
-    pub(crate) fn is_bounded(&self, index: usize) -> bool {
-        self.lock().get(index).is_some_and(|s| s.capacity.is_some())
     }
 
     pub(crate) fn reachable(&self, index: usize) -> bool {
@@ -470,5 +469,51 @@ mod tests {
             .expect("woken by the rejoin")
             .expect("task");
         assert_eq!(got, Ok(1));
+    }
+
+    #[test]
+    fn a_ready_pooled_container_is_credited_to_one_run_only() {
+        // An engine of 2 holding a pool of 2, both ready: two runs fit
+        // (each takes one), a third placed before they took theirs must
+        // wait rather than make a third container.
+        let b = board(&[(2, 1.0)]);
+        assert!(b.reserve_pooled(0) && b.reserve_pooled(0));
+        assert!(!b.reserve_pooled(0), "the pool cannot pass the capacity");
+        let first = b.try_place(&[2]).expect("reachable").expect("room");
+        let second = b.try_place(&[2]).expect("reachable").expect("room");
+        assert!(
+            b.try_place(&[2]).expect("reachable").is_none(),
+            "a third would be over"
+        );
+        // They take theirs: the pool gives its room to the runs.
+        b.release_pooled(0);
+        b.release_pooled(0);
+        assert!(b.try_place(&[0]).expect("reachable").is_none());
+        assert_eq!(b.snapshot()[0].0, 2, "two containers held");
+        drop(first);
+        assert!(
+            b.reserve_pooled(0),
+            "a freed slot is room for the pool again"
+        );
+        drop(second);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_run_comes_before_the_pool() {
+        let b = board(&[(1, 1.0)]);
+        let held = b.try_place(&[]).expect("ok").expect("room");
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move { b.place(Vec::new).await.map(|s| s.index()) }
+        });
+        while b.waiting.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // One thread: the waiter cannot run between these two lines, so
+        // the slot is free and a run is still waiting for it.
+        drop(held);
+        assert!(!b.reserve_pooled(0), "the pool took the waiting run's slot");
+        assert_eq!(waiter.await.expect("join").expect("placed"), 0);
+        assert_eq!(b.waiting.load(std::sync::atomic::Ordering::Acquire), 0);
     }
 }
