@@ -371,18 +371,28 @@ async fn a_run_that_finds_every_engine_full_waits_for_a_slot() {
     tokio::task::block_in_place(|| queued(&llm));
 }
 
-fn queued(llm: &FakeLlm) {
+/// A daemon whose one engine, `only`, is this machine's, bounded at
+/// `max` containers, with a warm pool of `pool`.
+fn daemon_on_the_first_engine(llm: &FakeLlm, max: usize, pool: usize) -> Daemon {
     let mut d = Daemon::unstarted(llm, AGENTS);
     let first_host = std::env::var("DOCKER_HOST")
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unix:///var/run/docker.sock".into());
-    let mut text = std::fs::read_to_string(&d.config).expect("config");
-    text.push_str(&format!(
-        "\n[[sandbox.engines]]\nname = \"only\"\ndocker_host = \"{first_host}\"\nmax_containers = 1\n"
-    ));
-    std::fs::write(&d.config, text).expect("config");
+    let text = std::fs::read_to_string(&d.config)
+        .expect("config")
+        .replace(common::daemon::POOL_OFF, &format!("pool_size = {pool}"));
+    std::fs::write(
+        &d.config,
+        format!("{text}\n[[sandbox.engines]]\nname = \"only\"\ndocker_host = \"{first_host}\"\nmax_containers = {max}\n"),
+    )
+    .expect("config");
     d.spawn(&[]);
+    d
+}
+
+fn queued(llm: &FakeLlm) {
+    let mut d = daemon_on_the_first_engine(llm, 1, 0);
 
     let holder = gated_runs(&d, llm, "holder", 1).remove(0);
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -482,19 +492,7 @@ fn wait_engine(d: &Daemon, what: &str, want: impl Fn(&Value) -> bool) -> Value {
 }
 
 fn pool_within_capacity(llm: &FakeLlm) {
-    let mut d = Daemon::unstarted(llm, AGENTS);
-    let first_host = std::env::var("DOCKER_HOST")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unix:///var/run/docker.sock".into());
-    let text = std::fs::read_to_string(&d.config).expect("config");
-    let text = text.replace(common::daemon::POOL_OFF, "pool_size = 2");
-    std::fs::write(
-        &d.config,
-        format!("{text}\n[[sandbox.engines]]\nname = \"only\"\ndocker_host = \"{first_host}\"\nmax_containers = 3\n"),
-    )
-    .expect("config");
-    d.spawn(&[]);
+    let mut d = daemon_on_the_first_engine(llm, 3, 2);
     let e = wait_engine(&d, "the pool never filled", |e| e["pool"]["ready"] == 2);
     assert_eq!(e["containers"], 2, "pooled containers count: {e}");
 
