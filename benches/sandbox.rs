@@ -210,7 +210,7 @@ async fn first_command(config: &SandboxConfig, tag: &str) -> anyhow::Result<()> 
         pool_size: 2,
         ..config.clone()
     })?;
-    warm.start_pool(None);
+    warm.start_pool();
     let mut samples = Vec::new();
     for i in 0..20 {
         wait_ready(&warm, 2).await?;

@@ -91,7 +91,7 @@ pub(super) async fn check_sandbox(config: &SandboxConfig) -> (Check, Check) {
 pub(super) async fn check_other_engines(config: &SandboxConfig) -> Vec<Check> {
     let others = config.engines.iter().skip(1).map(|entry| async move {
         let name = format!("engine {}", entry.name);
-        let provider = match DockerSandboxProvider::for_engine(config, entry) {
+        let provider = match DockerSandboxProvider::for_engine(config, entry, None) {
             Ok(p) => p,
             Err(e) => {
                 return Check::fail(

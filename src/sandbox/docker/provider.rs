@@ -100,7 +100,7 @@ pub struct DockerSandboxProvider {
     pooling: std::sync::atomic::AtomicBool,
     /// What bounds the pool by the engine's capacity (the fleet's), given
     /// to every pool this provider makes.
-    room: std::sync::Mutex<Option<Arc<dyn PoolRoom>>>,
+    room: Option<Arc<dyn PoolRoom>>,
     /// The drains of pools a reconfiguration replaced, awaited by
     /// [`Self::drain_pool`].
     old_drains: std::sync::Mutex<Vec<tokio::task::JoinHandle<usize>>>,
@@ -123,17 +123,22 @@ impl DockerSandboxProvider {
             .into_iter()
             .next()
             .unwrap_or_else(|| EngineConfig::default_engine(config.docker_host.clone()));
-        Self::for_engine(config, &first)
+        Self::for_engine(config, &first, None)
     }
 
     /// The provider of one `[[sandbox.engines]]` entry: its address and
-    /// TLS files, the rest of `[sandbox]` as for every engine.
-    pub fn for_engine(config: &SandboxConfig, entry: &EngineConfig) -> Result<Self, SandboxError> {
-        let shared = Self::make_shared(config, entry, Owner::current(), None, None)?;
+    /// TLS files, the rest of `[sandbox]` as for every engine. `room`, when
+    /// given, bounds its warm pool by what the engine may still hold.
+    pub fn for_engine(
+        config: &SandboxConfig,
+        entry: &EngineConfig,
+        room: Option<Arc<dyn PoolRoom>>,
+    ) -> Result<Self, SandboxError> {
+        let shared = Self::make_shared(config, entry, Owner::current(), None, room.clone())?;
         Ok(DockerSandboxProvider {
             shared: RwLock::new(Arc::new(shared)),
             pooling: std::sync::atomic::AtomicBool::new(false),
-            room: std::sync::Mutex::new(None),
+            room,
             old_drains: std::sync::Mutex::new(Vec::new()),
         })
     }
@@ -195,8 +200,13 @@ impl DockerSandboxProvider {
         let old = self.shared();
         let same_engine = old.entry == *entry;
         let connected = same_engine.then(|| old.docker.get().cloned()).flatten();
-        let room = self.room.lock_unpoisoned().clone();
-        let fresh = Self::make_shared(config, entry, old.owner.clone(), connected, room)?;
+        let fresh = Self::make_shared(
+            config,
+            entry,
+            old.owner.clone(),
+            connected,
+            self.room.clone(),
+        )?;
         fresh.max_read_bytes.store(
             old.max_read_bytes.load(Ordering::Relaxed),
             Ordering::Relaxed,
@@ -215,21 +225,10 @@ impl DockerSandboxProvider {
     }
 
     /// Starts keeping `[sandbox] pool_size` containers ready (a daemon
-    /// does; needs a Tokio runtime), once. `room`, when given,
-    /// bounds the pool by what the engine may still hold.
-    pub fn start_pool(&self, room: Option<Arc<dyn PoolRoom>>) {
+    /// does; needs a Tokio runtime). Idempotent.
+    pub fn start_pool(&self) {
         self.pooling.store(true, Ordering::Release);
-        if room.is_none() {
-            Pool::start(&self.shared());
-            return;
-        }
-        *self.room.lock_unpoisoned() = room;
-        // The provider's first pool was made without the room and has made
-        // nothing yet: the same configuration again, with it, started.
-        let current = self.shared();
-        if let Err(e) = self.reconfigure(&current.config, &current.entry) {
-            tracing::warn!(error = %e, "the warm pool cannot start");
-        }
+        Pool::start(&self.shared());
     }
 
     /// Removes the pool's ready containers and stops refilling it: at

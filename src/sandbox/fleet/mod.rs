@@ -63,24 +63,34 @@ impl Fleet {
         // Configured engines follow their health; the implicit one behaves
         // as the single engine always did (see `Seat::follow_health`).
         let strict = !config.engines.is_empty();
+        let seats = list
+            .iter()
+            .map(|e| Seat::new(e.max_containers, e.weight, strict))
+            .collect();
+        let names = list.iter().map(|e| e.name.clone()).collect();
+        let board = Board::new(names, seats);
         let mut engines = Vec::with_capacity(list.len());
-        let mut seats = Vec::with_capacity(list.len());
-        for entry in &list {
-            let provider =
-                DockerSandboxProvider::for_engine(config, entry).map_err(|e| match e {
+        for (index, entry) in list.iter().enumerate() {
+            // Every engine's pool goes through the board, bounded or not,
+            // so the engine's `containers` counts it either way.
+            let room = Arc::new(placement::EngineRoom {
+                board: board.clone(),
+                index,
+            });
+            let provider = DockerSandboxProvider::for_engine(config, entry, Some(room)).map_err(
+                |e| match e {
                     SandboxError::Unavailable(m) | SandboxError::Failed(m) if strict => {
                         SandboxError::Unavailable(format!("engine {}: {m}", entry.name))
                     }
                     other => other,
-                })?;
+                },
+            )?;
             engines.push(provider);
-            seats.push(Seat::new(entry.max_containers, entry.weight, strict));
         }
-        let names = list.iter().map(|e| e.name.clone()).collect();
         Ok(Fleet {
             strict,
             entries: list.clone(),
-            board: Board::new(names, seats),
+            board,
             engines: Arc::new(engines),
             health: None,
         })
@@ -144,14 +154,8 @@ impl Fleet {
     /// Starts every engine's warm pool (a daemon does; needs a runtime),
     /// each bounded by what its engine may still hold.
     pub fn start_pools(&self) {
-        for (index, engine) in self.engines.iter().enumerate() {
-            // Every engine's pool goes through the board, bounded or not,
-            // so the engine's `containers` counts it either way.
-            let room: Arc<dyn crate::sandbox::docker::PoolRoom> = Arc::new(placement::EngineRoom {
-                board: self.board.clone(),
-                index,
-            });
-            engine.start_pool(Some(room));
+        for engine in self.engines.iter() {
+            engine.start_pool();
         }
     }
 

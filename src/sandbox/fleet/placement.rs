@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{watch, Notify};
 
+use crate::sync::LockExt;
+
 /// One engine's line on the board.
 #[derive(Debug)]
 pub(crate) struct Seat {
@@ -132,7 +134,7 @@ impl Board {
     fn lock(&self) -> MutexGuard<'_, Vec<Seat>> {
         // A panic while holding this lock leaves plain counters behind;
         // they are still the best account there is.
-        self.seats.lock().unwrap_or_else(|p| p.into_inner())
+        self.seats.lock_unpoisoned()
     }
 
     pub(crate) fn name(&self, index: usize) -> &str {
@@ -277,20 +279,20 @@ impl Board {
     }
 
     fn release_pooled(&self, index: usize) {
-        let mut seats = self.lock();
-        if let Some(seat) = seats.get_mut(index) {
-            seat.pooled = seat.pooled.saturating_sub(1);
-        }
-        drop(seats);
-        self.changed.notify_waiters();
+        self.give_back(index, |seat| &mut seat.pooled);
     }
 
     fn free(&self, index: usize) {
-        let mut seats = self.lock();
-        if let Some(seat) = seats.get_mut(index) {
-            seat.placed = seat.placed.saturating_sub(1);
+        self.give_back(index, |seat| &mut seat.placed);
+    }
+
+    /// One less of what `count` picks on engine `index`; waiters hear of
+    /// the room.
+    fn give_back(&self, index: usize, count: impl FnOnce(&mut Seat) -> &mut usize) {
+        if let Some(seat) = self.lock().get_mut(index) {
+            let n = count(seat);
+            *n = n.saturating_sub(1);
         }
-        drop(seats);
         self.changed.notify_waiters();
     }
 }

@@ -15,6 +15,7 @@ use tokio::sync::OnceCell;
 use super::placement::{Board, Slot};
 use crate::sandbox::docker::{DockerSandbox, DockerSandboxProvider};
 use crate::sandbox::{CommandOutput, CommandSpec, DirEntry, KeptFiles, Sandbox, SandboxError};
+use crate::sync::LockExt;
 
 /// Where a run landed.
 struct Placed {
@@ -55,7 +56,7 @@ impl FleetSandbox {
     }
 
     fn record_fatal(&self, e: SandboxError) -> SandboxError {
-        let mut fatal = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        let mut fatal = self.fatal.lock_unpoisoned();
         if fatal.is_none() {
             tracing::warn!(run = %self.run_id, error = %e, "sandbox unusable");
             *fatal = Some(e.clone());
@@ -64,7 +65,7 @@ impl FleetSandbox {
     }
 
     fn own_fatal(&self) -> Option<SandboxError> {
-        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.fatal.lock_unpoisoned().clone()
     }
 
     fn engine_down(&self, index: usize) -> SandboxError {
@@ -250,7 +251,7 @@ impl Sandbox for FleetSandbox {
             // Bounded: a down engine must not hold the run's end.
             let _ = tokio::time::timeout(Duration::from_secs(5), placed.inner.destroy()).await;
         }
-        let slot = placed.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let slot = placed.slot.lock_unpoisoned().take();
         drop(slot);
     }
 }
