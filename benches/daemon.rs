@@ -1,12 +1,17 @@
 //! The daemon under load: 1000 runs at once through `agentd serve`
 //! (`max_concurrent_runs = 1000`), each 20 steps, the fake LLM answering
 //! after 20 ms, a cheap tool (`echo`) each step and `terminate` at step 20.
-//! Prints the wall time, the daemon's peak RSS, and the latency of
-//! `GET /v1/runs/{id}` measured while the runs are going.
+//! Prints the wall time, the daemon's own CPU time per step, its peak RSS,
+//! and the latency of `GET /v1/runs/{id}` measured while the runs are going.
+//!
+//! The fake LLM runs in a process of its own (this binary again, with
+//! `AGENTD_BENCH_FAKE_LLM` set), as a real endpoint would: its CPU is not
+//! the daemon's, and `/proc/<daemon>/stat` then counts the daemon alone.
 //!
 //! Run: `cargo bench --bench daemon` (or `scripts/bench.sh`). It spawns the
 //! agentd binary of the same profile (release under `cargo bench`).
 
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +26,8 @@ const STEPS: usize = 20;
 const LLM_DELAY: Duration = Duration::from_millis(20);
 /// Clients creating the runs concurrently.
 const CLIENTS: usize = 16;
+/// Set in the environment of the child that serves the fake LLM.
+const FAKE_LLM_ENV: &str = "AGENTD_BENCH_FAKE_LLM";
 
 /// One request on a fresh connection; the body as text.
 fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
@@ -40,8 +47,82 @@ fn rss_kib(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// User and system CPU time a process has used so far (`/proc/PID/stat`
+/// fields 14 and 15, in clock ticks).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces; the fields after it don't.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // After `)`: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros((ticks(11) + ticks(12)) * 1_000_000 / hz)
+}
+
+/// The scripts of every run: 19 calls to `echo`, then `terminate`.
+fn scripts() -> impl Iterator<Item = (String, Vec<Reply>)> {
+    (0..RUNS).map(|i| {
+        let mut script: Vec<Reply> = (1..STEPS)
+            .map(|s| {
+                Reply::Delayed(
+                    LLM_DELAY,
+                    Box::new(Reply::call("echo", &format!(r#"{{"text":"step {s}"}}"#))),
+                )
+            })
+            .collect();
+        script.push(Reply::Delayed(LLM_DELAY, Box::new(Reply::terminate())));
+        (format!("bench run {i}"), script)
+    })
+}
+
+/// The child's side: serves the fake LLM, prints its base URL, and stops
+/// when its standard input closes (the parent exited or is done).
+async fn serve_fake_llm() -> anyhow::Result<()> {
+    let llm = FakeLlm::start().await?;
+    llm.set_recording(false);
+    for (request, script) in scripts() {
+        llm.push_for(&request, script);
+    }
+    let mut out = std::io::stdout();
+    writeln!(out, "{}", llm.base_url())?;
+    out.flush()?;
+    tokio::task::spawn_blocking(|| {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    })
+    .await?;
+    Ok(())
+}
+
+/// The fake LLM in its own process: the child, and its base URL.
+fn spawn_fake_llm() -> anyhow::Result<(std::process::Child, String)> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(FAKE_LLM_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    anyhow::ensure!(line.starts_with("http://"), "fake LLM did not start");
+    Ok((child, line.trim().to_string()))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::var_os(FAKE_LLM_ENV).is_some() {
+        return serve_fake_llm().await;
+    }
     // `cargo test --all-targets` runs bench binaries too; this one takes
     // minutes and is only meaningful in release, so it runs under
     // `cargo bench` (which passes `--bench`) and nowhere else.
@@ -60,20 +141,7 @@ async fn main() -> anyhow::Result<()> {
             plugins.join(format!("{p}.wasm")),
         )?;
     }
-    let llm = FakeLlm::start().await?;
-    llm.set_recording(false);
-    for i in 0..RUNS {
-        let mut script: Vec<Reply> = (1..STEPS)
-            .map(|s| {
-                Reply::Delayed(
-                    LLM_DELAY,
-                    Box::new(Reply::call("echo", &format!(r#"{{"text":"step {s}"}}"#))),
-                )
-            })
-            .collect();
-        script.push(Reply::Delayed(LLM_DELAY, Box::new(Reply::terminate())));
-        llm.push_for(&format!("bench run {i}"), script);
-    }
+    let (mut llm, base_url) = spawn_fake_llm()?;
     let socket = dir.path().join("agentd.sock");
     let config = dir.path().join("agentd.toml");
     std::fs::write(
@@ -82,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
             "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key = \"k\"\n\n\
              [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nmax_concurrent_runs = {RUNS}\n\n\
              [agents.bench]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = {STEPS}\nmax_messages = 200\n",
-            llm.base_url(),
+            base_url,
             plugins.display(),
             dir.path().join("state").display(),
             socket.display()
@@ -105,6 +173,8 @@ async fn main() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let rss_idle = rss_kib(pid, "VmRSS:");
+    let (cpu_before, llm_cpu_before) = (cpu_time(pid), cpu_time(llm.id()));
+    let llm_pid = llm.id();
 
     let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let start = Instant::now();
@@ -172,6 +242,8 @@ async fn main() -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(5));
         }
         let wall = start.elapsed();
+        let cpu = cpu_time(pid).saturating_sub(cpu_before);
+        let llm_cpu = cpu_time(llm_pid).saturating_sub(llm_cpu_before);
         done.store(true, Ordering::SeqCst);
         let mut lat = prober.join().unwrap_or_default();
         lat.sort();
@@ -197,6 +269,13 @@ async fn main() -> anyhow::Result<()> {
             (LLM_DELAY * STEPS as u32).as_secs_f64()
         );
         println!("  runs finished with {STEPS} steps: {finished}/{RUNS}");
+        let steps = (RUNS * STEPS) as f64;
+        println!(
+            "  daemon CPU (user+sys)      {:>8.3} s = {:.1} us per step; fake LLM process {:.3} s",
+            cpu.as_secs_f64(),
+            cpu.as_secs_f64() * 1e6 / steps,
+            llm_cpu.as_secs_f64()
+        );
         println!(
             "  GET /v1/runs/{{id}} under load: p50 {:.2} ms, p99 {:.2} ms ({} requests)",
             percentile(&lat, 0.5).as_secs_f64() * 1e3,
@@ -217,5 +296,7 @@ async fn main() -> anyhow::Result<()> {
         libc::kill(pid as i32, libc::SIGTERM);
     }
     let _ = child.wait();
+    drop(llm.stdin.take());
+    let _ = llm.wait();
     result
 }

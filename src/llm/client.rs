@@ -174,6 +174,10 @@ pub struct LlmClient {
     http: reqwest::Client,
     settings: LlmSettings,
     url: String,
+    /// `url` parsed once: reqwest would parse the string on every request.
+    /// `None` only if it does not parse, and then the string is sent, for
+    /// reqwest's own error.
+    endpoint: Option<reqwest::Url>,
     /// Whether the endpoint has answered (any HTTP status) in this process
     /// (see [`AnsweredEndpoints`]): a refused or unresolved connection
     /// before that fails at once; after it, it is retried.
@@ -217,6 +221,7 @@ impl LlmClient {
         Ok(LlmClient {
             http,
             settings,
+            endpoint: reqwest::Url::parse(&url).ok(),
             url,
             answered: AnsweredEndpoints::default(),
             answered_here: Arc::new(AtomicBool::new(false)),
@@ -282,8 +287,11 @@ impl LlmClient {
             max_tokens: self.settings.max_tokens,
             temperature: self.settings.temperature,
         };
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?;
+        // Shared by every attempt without a copy.
+        let body = bytes::Bytes::from(
+            serde_json::to_vec(&body)
+                .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?,
+        );
 
         let mut spent = Attempts::default();
         loop {
@@ -313,12 +321,14 @@ impl LlmClient {
         }
     }
 
-    async fn send_once(&self, body: &[u8]) -> Result<ChatResponse, LlmError> {
-        let mut req = self
-            .http
-            .post(&self.url)
+    async fn send_once(&self, body: &bytes::Bytes) -> Result<ChatResponse, LlmError> {
+        let req = match &self.endpoint {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(&self.url),
+        };
+        let mut req = req
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+            .body(body.clone());
         if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
             req = req.bearer_auth(key);
         }

@@ -182,12 +182,21 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, HistoryError> {
         .map_err(open_err)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(open_err)?;
+    // A checkpoint copies every page the WAL holds into the database and
+    // syncs it; under load the same few pages (the tables' last leaves) are
+    // in the WAL many times over, so checkpointing every 16 MiB instead of
+    // SQLite's 4 MiB copies each of them a quarter as often.
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
+        .map_err(open_err)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(open_err)?;
 
     migrate(&conn, path, version)?;
     Ok(conn)
 }
+
+/// Pages (4 KiB) of WAL after which a commit checkpoints it.
+const WAL_CHECKPOINT_PAGES: i64 = 4096;
 
 /// Bytes the WAL file is truncated to after a checkpoint.
 const WAL_SIZE_LIMIT: i64 = 64 << 20;
