@@ -390,3 +390,74 @@ fn a_bad_metrics_listen_stops_start_up_naming_the_key() {
     assert!(stderr.contains("[daemon] metrics_listen"), "{stderr}");
     assert!(stderr.contains("127.0.0.1:9464"), "{stderr}");
 }
+
+const SHELL_AGENT: &str =
+    "\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\n";
+
+/// Needs a Docker engine (scripts/ensure-docker.sh): a run's container and
+/// the warm pool's, timed and counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_time_sandboxes_and_show_the_pool() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "say hi in a shell",
+        [
+            Reply::call("bash", r#"{"command":"echo hi"}"#),
+            Reply::terminate(),
+        ],
+    );
+    tokio::task::block_in_place(|| {
+        let mut d = Daemon::unstarted(&llm, SHELL_AGENT);
+        // A pool of one instead of the test default (no pool).
+        let text = std::fs::read_to_string(&d.config).expect("config");
+        let text = text.replace(common::daemon::POOL_OFF, "pool_size = 1");
+        std::fs::write(&d.config, text).expect("write config");
+        d.spawn(&[]);
+
+        let id = d.create_run("shell", "say hi in a shell");
+        let record = d.wait_run(&id, Duration::from_secs(120));
+        assert_eq!(record["outcome"], "finished", "{record}");
+
+        let (status, v) = d.get("/v1/status");
+        assert_eq!(status, 200, "{v}");
+        let engine = v["engines"][0]["name"]
+            .as_str()
+            .expect("an engine name")
+            .to_string();
+
+        let s = scrape(&d);
+        // The pool's container (taken by the run, or the run's own if it
+        // came first) was made; the run's was removed when it ended.
+        let (created, _, _) = histogram(
+            &s,
+            "agentd_sandbox_create_duration_seconds",
+            &[("result", "ok")],
+        );
+        assert!(created >= 1.0, "{created}");
+        let (removed, _, _) = histogram(
+            &s,
+            "agentd_sandbox_remove_duration_seconds",
+            &[("result", "ok")],
+        );
+        assert!(removed >= 1.0, "{removed}");
+        assert!(find(
+            &s,
+            "agentd_sandbox_create_duration_seconds",
+            &[("result", "error")]
+        )
+        .is_empty());
+
+        let e = ("engine", engine.as_str());
+        assert_eq!(value(&s, "agentd_sandbox_pool_target", &[e]), 1.0);
+        for state in ["ready", "creating"] {
+            let n = value(&s, "agentd_sandbox_pool_containers", &[e, ("state", state)]);
+            assert!((0.0..=1.0).contains(&n), "{state}: {n}");
+        }
+        let held = value(&s, "agentd_sandbox_engine_containers", &[e]);
+        assert!((0.0..=1.0).contains(&held), "{held}");
+        assert_eq!(
+            value(&s, "agentd_tool_call_errors_total", &[("tool", "bash")]),
+            0.0
+        );
+    });
+}
