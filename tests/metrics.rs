@@ -461,3 +461,46 @@ async fn metrics_time_sandboxes_and_show_the_pool() {
         );
     });
 }
+
+/// Needs root to act as another user: the socket's `/metrics` is behind
+/// the peer check like every route (curl run as `nobody` gets 403).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sockets_metrics_are_behind_the_peer_check() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs a client as another user and needs root"
+    );
+    let (_llm, d) = daemon("").await;
+    tokio::task::block_in_place(|| {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        // The file mode is the first gate; the credential check, tested
+        // here, the second.
+        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod dir");
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let curl = |uid: u32| {
+            let out = std::process::Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--unix-socket",
+                ])
+                .arg(&d.socket)
+                .arg("http://agentd/metrics")
+                .uid(uid)
+                .gid(uid)
+                .output()
+                .expect("curl (Debian's curl package)");
+            String::from_utf8_lossy(&out.stdout).to_string()
+        };
+        assert_eq!(curl(65534), "403");
+        assert_eq!(curl(0), "200");
+    });
+}
