@@ -55,6 +55,8 @@ pub struct RunContext {
     human: Option<Arc<HumanChannel>>,
     /// The caller's hook at the end of each completed step.
     checkpoint_hook: Option<CheckpointHook>,
+    /// The run's metric handles (steps, plugin time, tokens).
+    pub metrics: super::metrics::RunMetrics,
 }
 
 struct RunState {
@@ -148,6 +150,7 @@ impl RunContext {
         messages: Option<MessageSink>,
     ) -> Self {
         let memory = Memory::new(settings.max_messages as usize);
+        let metrics = super::metrics::RunMetrics::new(&settings.name, &llm.settings().model);
         RunContext {
             run_id,
             settings,
@@ -178,6 +181,7 @@ impl RunContext {
             stop: CancellationToken::new(),
             human: None,
             checkpoint_hook: None,
+            metrics,
         }
     }
 
@@ -722,6 +726,7 @@ impl RunHost for RunContext {
             .map_err(|e| ChatFailure::Failed(e.to_string()))?;
         let mut response = response;
         self.cap_reply(&mut response.message);
+        self.metrics.tokens(response.usage);
         let mut st = self.lock();
         st.usage += response.usage;
         st.budget_spent += if response.usage.prompt_tokens > 0 {

@@ -16,6 +16,7 @@ pub mod files;
 pub mod human;
 pub mod limits;
 pub mod memory;
+pub mod metrics;
 pub mod outcome;
 pub mod resume;
 pub mod run;

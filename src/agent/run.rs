@@ -595,10 +595,12 @@ async fn step_loop(
             step,
             max_steps: ctx.max_steps(),
         });
+        let started = std::time::Instant::now();
         let result = session
             .step(step_timeout, &cancel)
             .instrument(info_span!("step", step))
             .await;
+        ctx.metrics.step(started.elapsed(), session.plugin_time());
         let text = match result {
             StepEnd::Done(text) => text,
             StepEnd::Cancelled => return (Outcome::Cancelled, None),

@@ -377,6 +377,8 @@ pub struct DaemonKeys {
     pub body_timeout: Option<f64>,
     /// Seconds a response may wait for the client to read any of it.
     pub write_timeout: Option<f64>,
+    /// A TCP address (`127.0.0.1:9464`) serving `GET /metrics` only.
+    pub metrics_listen: Option<String>,
     /// Load plugins through symbolic links in the plugins folder.
     pub follow_symlinks: Option<bool>,
     /// A run waiting for a person gives its `max_concurrent_runs` slot back.

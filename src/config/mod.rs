@@ -359,6 +359,14 @@ impl Config {
                 "write_timeout",
             )?,
             follow_symlinks: f.daemon.follow_symlinks.unwrap_or(false),
+            metrics_listen: match &f.daemon.metrics_listen {
+                None => None,
+                Some(a) => Some(a.parse().map_err(|_| {
+                    invalid(format!(
+                        "[daemon] metrics_listen must be an IP address and port such as \"127.0.0.1:9464\", not {a:?}"
+                    ))
+                })?),
+            },
         };
         let mcp_server = McpServerConfig {
             enabled: f.mcp_server.enabled.unwrap_or(true),

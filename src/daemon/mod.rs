@@ -14,6 +14,7 @@ pub mod history;
 mod listener;
 mod mcp_server;
 mod mcp_status;
+mod metrics;
 mod paging;
 mod peer;
 mod plugin_events;
@@ -53,6 +54,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Runs the daemon until SIGTERM/SIGINT; returns the process exit status.
 /// `socket` (the command line's `--socket`) wins over the configuration.
 pub async fn serve(config_path: Option<PathBuf>, socket: Option<PathBuf>) -> i32 {
+    // Before anything records: the handles the layers below make from now
+    // on are the exporter's. A failure leaves them no-ops and `/metrics`
+    // answering 503; the daemon itself is unaffected.
+    if let Err(e) = metrics::install() {
+        warn!(error = %e, "metrics disabled");
+    }
     let config_path = config_path.or_else(default_config_path);
     let config = match Config::load_with_secrets(config_path.as_deref()) {
         Ok(mut c) => {
@@ -158,6 +165,7 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         write_timeout: config.daemon.write_timeout,
     };
     let grace = config.daemon.shutdown_grace;
+    let metrics_listen = config.daemon.metrics_listen;
     let history_days = config.daemon.history_days;
     // Each server comes up in the background; a run that needs one still
     // starting waits for it (at most its start_timeout).
@@ -191,6 +199,11 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         limits,
         stop.clone(),
     ));
+    if let Some(addr) = metrics_listen {
+        // Before READY=1: an address that cannot be bound stops start-up,
+        // naming the key.
+        metrics::listen(addr, daemon.clone(), stop.clone()).await?;
+    }
     info!(socket = %bound.path.display(), "agentd listening");
     systemd::ready(&status_line(&daemon));
     systemd::spawn_watchdog();

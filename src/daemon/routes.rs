@@ -60,6 +60,7 @@ pub fn router(
         api = api.route_service("/mcp", mcp);
     }
     api.route("/v1/status", get(status))
+        .route("/metrics", get(super::metrics::route))
         .route("/v1/agents", get(agents))
         .route("/v1/doctor", get(doctor))
         .route("/v1/plugins", get(plugins))

@@ -417,6 +417,7 @@ impl RunManager {
             warn!(run_id = %id, error = %e, "run refused: it cannot be recorded");
             return Err(CreateError::HistoryUnavailable(e));
         }
+        super::metrics::run_created(&summary.agent);
         self.bus.publish(DaemonEvent::RunCreated {
             run_id: id.clone(),
             agent: summary.agent.clone(),
@@ -557,6 +558,7 @@ impl RunManager {
         self.history.settle().await;
         run.events.close();
         self.lock_live().remove(&run.id);
+        super::metrics::run_ended(&agent, record.outcome);
         self.bus.publish(DaemonEvent::RunEnded {
             run_id: run.id.clone(),
             agent,

@@ -94,6 +94,9 @@ pub struct DaemonConfig {
     /// default: a link lets whoever controls its target change the code the
     /// daemon runs, outside the folder whose permissions are checked.
     pub follow_symlinks: bool,
+    /// A TCP address serving `GET /metrics` alone (the Prometheus text
+    /// format, read-only); `None` (the default): metrics only on the socket.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// How long an MCP session's sandbox may sit unused before it is removed

@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
@@ -185,6 +185,8 @@ pub struct LlmClient {
     /// [`answered`](Self::answered) for this client's URL once it is true,
     /// so the hot path takes no lock; shared by the client's clones.
     answered_here: Arc<AtomicBool>,
+    /// Its handles for the request metrics (`llm/metrics.rs`), made once.
+    metrics: super::metrics::LlmMetrics,
 }
 
 impl LlmClient {
@@ -220,6 +222,7 @@ impl LlmClient {
         );
         Ok(LlmClient {
             http,
+            metrics: super::metrics::LlmMetrics::new(&settings.model),
             settings,
             endpoint: reqwest::Url::parse(&url).ok(),
             url,
@@ -263,6 +266,14 @@ impl LlmClient {
     /// Sends one chat request, retrying where the contract allows. The future
     /// may be dropped at any point (a cancelled run): nothing is left behind.
     pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        let started = Instant::now();
+        let result = self.chat_with_retries(request).await;
+        self.metrics
+            .operation(started.elapsed(), result.as_ref().err());
+        result
+    }
+
+    async fn chat_with_retries(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
         if !self.is_configured() {
             return Err(LlmError::NotConfigured(super::setup::no_endpoint_help()));
         }
@@ -295,7 +306,7 @@ impl LlmClient {
 
         let mut spent = Attempts::default();
         loop {
-            let error = match self.send_once(&body).await {
+            let error = match self.timed_send(&body).await {
                 Ok(r) => return Ok(r),
                 Err(LlmError::Connect {
                     url,
@@ -319,6 +330,15 @@ impl LlmClient {
                 Next::Fail(error) => return Err(error),
             }
         }
+    }
+
+    /// [`Self::send_once`], recorded as one attempt.
+    async fn timed_send(&self, body: &bytes::Bytes) -> Result<ChatResponse, LlmError> {
+        let started = Instant::now();
+        let result = self.send_once(body).await;
+        self.metrics
+            .attempt(started.elapsed(), result.as_ref().err());
+        result
     }
 
     async fn send_once(&self, body: &bytes::Bytes) -> Result<ChatResponse, LlmError> {

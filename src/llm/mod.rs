@@ -6,6 +6,7 @@
 mod answered;
 mod client;
 mod error;
+pub mod metrics;
 mod models;
 mod retry;
 pub mod setup;

@@ -166,6 +166,7 @@ impl CompileCache {
                 match unsafe { Component::deserialize(engine, &buf[HEADER_LEN..]) } {
                     Ok(component) => {
                         self.hits.fetch_add(1, Ordering::Relaxed);
+                        super::metrics::cache_lookup(true);
                         return Ok((component, Origin::Cache));
                     }
                     Err(e) => discard(&entry, file, &format!("cannot be deserialized: {e:#}")),
@@ -174,6 +175,7 @@ impl CompileCache {
             Err(reason) => discard(&entry, file, &reason),
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
+        super::metrics::cache_lookup(false);
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
             Ok(artefact) => {

@@ -378,7 +378,9 @@ impl Catalog {
                     if skip {
                         continue;
                     }
-                    match loader.load_bytes(&path, bytes, sha).await {
+                    let loaded = loader.load_bytes(&path, bytes, sha).await;
+                    super::metrics::plugin_loaded(loaded.is_ok());
+                    match loaded {
                         Ok(plugin) => {
                             next_seq += 1;
                             FileEntry {
@@ -646,6 +648,7 @@ fn display_name(path: &Path, entry: &FileEntry) -> String {
 }
 
 fn folder_failed(dir: &Path, e: &PluginError) -> PluginChange {
+    super::metrics::rescan_failed();
     warn!(dir = %dir.display(), error = %e, "cannot read the plugins folder; the loaded plugins stay");
     PluginChange {
         kind: ChangeKind::Failed,

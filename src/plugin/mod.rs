@@ -60,6 +60,7 @@ pub mod limits;
 mod loader;
 pub mod log_rate;
 mod meta;
+pub mod metrics;
 pub mod plan;
 mod probe;
 pub mod registry;

@@ -184,6 +184,13 @@ impl StrategySession {
         }
     }
 
+    /// Plugin time of the step that last ran (the step clock's count,
+    /// host waits left out), read as the step returns: the clock keeps
+    /// counting until the next step starts it again.
+    pub fn plugin_time(&self) -> Duration {
+        self.clock.guest_time()
+    }
+
     /// A trap of the step: a limit that stopped a tool the strategy invoked
     /// (raised through `invoke-tool`, see `strategy_host.rs`), a limit that
     /// stopped the strategy itself, or an ordinary trap.

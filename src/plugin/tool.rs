@@ -200,6 +200,8 @@ pub struct ToolBox {
     grants: Arc<Grants>,
     /// Who answers the tools' `human.ask`: the run, or nobody.
     human: Arc<dyn AskHuman>,
+    /// Each called tool's metric handles, made at its first call.
+    metrics: super::metrics::ToolMetrics,
 }
 
 impl ToolBox {
@@ -224,6 +226,7 @@ impl ToolBox {
             hosted: HashMap::new(),
             live: HashMap::new(),
             sandbox,
+            metrics: super::metrics::ToolMetrics::default(),
         }
     }
 
@@ -239,7 +242,18 @@ impl ToolBox {
 
     /// Calls tool `name` with the model's `arguments`, instantiating it on the
     /// first call. A trap discards the instance, so the next call starts fresh.
+    /// Recorded as a tool call (`plugin/metrics.rs`), under `unknown` for a
+    /// name the run does not have, so the model cannot invent label values.
     pub async fn invoke(&mut self, name: &str, arguments: &str) -> Result<String, ToolFailure> {
+        let started = std::time::Instant::now();
+        let result = self.invoke_untimed(name, arguments).await;
+        let known = self.plugins.contains_key(name) || self.hosted.contains_key(name);
+        self.metrics
+            .record(known.then_some(name), started.elapsed(), result.is_ok());
+        result
+    }
+
+    async fn invoke_untimed(&mut self, name: &str, arguments: &str) -> Result<String, ToolFailure> {
         if let Some(tool) = self.hosted.get(name) {
             // A host wait, like a sandbox command: no plugin time passes.
             let _waiting = self.clock.pause();

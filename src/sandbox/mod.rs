@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 pub mod docker;
 pub mod fleet;
+pub mod metrics;
 mod settings;
 
 pub use fleet::{EngineConfig, TlsFiles};

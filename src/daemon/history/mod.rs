@@ -466,11 +466,22 @@ impl History {
         let Some(tx) = self.inner.tx.as_ref() else {
             return false;
         };
-        match tx.try_send(op) {
+        self.inner.health.sending();
+        let sent = match tx.try_send(op) {
             Ok(()) => true,
             Err(TrySendError::Disconnected(_)) => false,
             Err(TrySendError::Full(op)) => wait_to_send(tx, op),
+        };
+        if !sent {
+            self.inner.health.taken(1);
         }
+        sent
+    }
+
+    /// Writes and flushes queued for the writer thread and not yet taken
+    /// by it (the metrics' `agentd_history_queue_depth`).
+    pub fn queue_depth(&self) -> u64 {
+        self.inner.health.queued()
     }
 
     fn count_error(&self, what: std::fmt::Arguments<'_>) {

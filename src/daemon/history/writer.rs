@@ -92,9 +92,25 @@ pub(super) enum Op {
 #[derive(Default)]
 pub(super) struct Health {
     unavailable: Mutex<Option<String>>,
+    /// Ops sent and not yet taken by the writer (the queue's depth, which
+    /// `std::sync::mpsc` does not tell), for the metrics.
+    queued: AtomicU64,
 }
 
 impl Health {
+    pub(super) fn queued(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn sending(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` ops left the queue (taken by the writer, or never sent).
+    pub(super) fn taken(&self, n: usize) {
+        self.queued.fetch_sub(n as u64, Ordering::Relaxed);
+    }
+
     pub(super) fn reason(&self) -> Option<String> {
         self.unavailable.lock_unpoisoned().clone()
     }
@@ -209,6 +225,7 @@ impl Writer {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
+            self.health.taken(batch.len());
             self.apply(batch);
         }
     }
@@ -301,6 +318,7 @@ impl Writer {
     fn attempt(&mut self) {
         let writes = self.pending.take();
         let mut bad = vec![false; writes.len()];
+        let started = Instant::now();
         let outcome = (|| -> rusqlite::Result<()> {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
             for (i, write) in writes.iter().enumerate() {
@@ -320,6 +338,7 @@ impl Writer {
         match outcome {
             Ok(()) => {
                 self.last_commit = Instant::now();
+                crate::daemon::metrics::history_committed(started.elapsed());
                 if self.last_attempt.take().is_some() {
                     tracing::info!(db = %self.path.display(), committed = writes.len(),
                         dropped = self.dropped,

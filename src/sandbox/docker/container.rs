@@ -319,6 +319,19 @@ pub(crate) async fn create(
     ids: Ids,
     made: Made<'_>,
 ) -> Result<Container, SandboxError> {
+    let started = std::time::Instant::now();
+    let result = create_untimed(docker, config, limits, ids, made).await;
+    crate::sandbox::metrics::created(started.elapsed(), result.is_ok());
+    result
+}
+
+async fn create_untimed(
+    docker: &Docker,
+    config: &SandboxConfig,
+    limits: &Limits,
+    ids: Ids,
+    made: Made<'_>,
+) -> Result<Container, SandboxError> {
     let Made {
         run_id,
         owner,
@@ -463,6 +476,13 @@ pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> bool {
 /// Removes a container whatever its state. A container that is already
 /// gone counts as removed.
 pub(crate) async fn remove(docker: &Docker, id: &str) -> Result<(), DockerError> {
+    let started = std::time::Instant::now();
+    let result = remove_untimed(docker, id).await;
+    crate::sandbox::metrics::removed(started.elapsed(), result.is_ok());
+    result
+}
+
+async fn remove_untimed(docker: &Docker, id: &str) -> Result<(), DockerError> {
     let options = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
