@@ -55,6 +55,9 @@ pub struct RunContext {
     human: Option<Arc<HumanChannel>>,
     /// The caller's hook at the end of each completed step.
     checkpoint_hook: Option<CheckpointHook>,
+    /// Budgets shared with other runs (`agent::budget`), asked beside
+    /// `max_input_tokens` before each request.
+    budget: Option<Arc<dyn super::budget::TokenBudget>>,
 }
 
 struct RunState {
@@ -178,6 +181,7 @@ impl RunContext {
             stop: CancellationToken::new(),
             human: None,
             checkpoint_hook: None,
+            budget: None,
         }
     }
 
@@ -297,6 +301,12 @@ impl RunContext {
     /// ([`Self::checkpoint_step`]).
     pub fn with_checkpoint_hook(mut self, hook: Option<CheckpointHook>) -> Self {
         self.checkpoint_hook = hook;
+        self
+    }
+
+    /// The budgets shared with other runs (see [`super::budget`]).
+    pub fn with_budget(mut self, budget: Option<Arc<dyn super::budget::TokenBudget>>) -> Self {
+        self.budget = budget;
         self
     }
 
@@ -711,6 +721,10 @@ impl RunHost for RunContext {
                 return Err(ChatFailure::TokenLimit(msg));
             }
         }
+        if let Some(Err(msg)) = self.budget.as_ref().map(|b| b.admit()) {
+            self.lock().token_limit = Some(msg.clone());
+            return Err(ChatFailure::TokenLimit(msg));
+        }
         let response = self
             .llm
             .chat(ChatRequest {
@@ -722,6 +736,9 @@ impl RunHost for RunContext {
             .map_err(|e| ChatFailure::Failed(e.to_string()))?;
         let mut response = response;
         self.cap_reply(&mut response.message);
+        if let Some(budget) = &self.budget {
+            budget.charge(response.usage);
+        }
         let mut st = self.lock();
         st.usage += response.usage;
         st.budget_spent += if response.usage.prompt_tokens > 0 {

@@ -145,3 +145,10 @@ mod tests {
         assert_eq!(duration(7_500_000), "2h05m");
     }
 }
+
+/// A run's cost in the prices' own currency (agentd does not know which),
+/// to a millionth, since a short run on a cheap model costs fractions of a
+/// cent; `-` when no price is configured.
+pub fn cost(cost: Option<f64>) -> String {
+    cost.map_or_else(|| "-".to_string(), |c| format!("{c:.6}"))
+}

@@ -94,6 +94,9 @@ pub struct DaemonConfig {
     /// default: a link lets whoever controls its target change the code the
     /// daemon runs, outside the folder whose permissions are checked.
     pub follow_symlinks: bool,
+    /// Tokens (input plus output) all runs together may use per UTC day
+    /// (`daemon::budget`); `None`: no daemon-wide budget.
+    pub daily_token_budget: Option<u64>,
 }
 
 /// How long an MCP session's sandbox may sit unused before it is removed

@@ -7,6 +7,7 @@ mod answered;
 mod client;
 mod error;
 mod models;
+mod price;
 mod retry;
 pub mod setup;
 mod wire;
@@ -18,4 +19,5 @@ pub use client::{
 };
 pub use error::LlmError;
 pub use models::ModelList;
+pub use price::{check_price, Price};
 pub use retry::RetryPolicy;
