@@ -317,7 +317,11 @@ fn tokens_line(b: &crate::api::TokenBudgets) -> String {
     if budgets.is_empty() {
         format!("{} today (UTC); no daily budget", b.used_today)
     } else {
-        format!("{} today (UTC); budgets: {}", b.used_today, budgets.join(", "))
+        format!(
+            "{} today (UTC); budgets: {}",
+            b.used_today,
+            budgets.join(", ")
+        )
     }
 }
 

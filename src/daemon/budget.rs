@@ -320,7 +320,10 @@ mod tests {
         let b = Budgets {
             limits: RwLock::new(Limits {
                 daemon,
-                agents: agent.map(|b| ("coder".to_string(), b)).into_iter().collect(),
+                agents: agent
+                    .map(|b| ("coder".to_string(), b))
+                    .into_iter()
+                    .collect(),
                 prices: HashMap::new(),
             }),
             count: Mutex::new(DayCount::new(DAY_START)),
@@ -352,7 +355,10 @@ mod tests {
         assert_eq!(count.total, 751);
         // At midnight: a new day, from zero.
         count.add("coder", 10, DAY_START + DAY_MS);
-        assert_eq!((count.total, count.agent("coder"), count.agent("other")), (10, 10, 0));
+        assert_eq!(
+            (count.total, count.agent("coder"), count.agent("other")),
+            (10, 10, 0)
+        );
         assert_eq!(count.resets_at_ms(), DAY_START + 2 * DAY_MS);
     }
 
@@ -377,12 +383,20 @@ mod tests {
         assert_eq!(e.retry_after_secs(), 3 * 3600);
         let text = e.to_string();
         assert!(text.contains("agent `coder`") && text.contains("300 tokens used today"));
-        assert!(text.contains("Fri, 04 Dec 2026 00:00:00 GMT") && text.contains("in 3h 0m"), "{text}");
+        assert!(
+            text.contains("Fri, 04 Dec 2026 00:00:00 GMT") && text.contains("in 3h 0m"),
+            "{text}"
+        );
         // Another agent is under the daemon's budget until the total reaches it.
         assert_eq!(b.check_at("other", now), Ok(()));
         charge_at(&b, "other", 700, now);
-        let e = b.check_at("other", now).expect_err("at the daemon's budget");
-        assert_eq!((e.key.as_str(), e.budget, e.used), ("[daemon] daily_token_budget", 1_000, 1_000));
+        let e = b
+            .check_at("other", now)
+            .expect_err("at the daemon's budget");
+        assert_eq!(
+            (e.key.as_str(), e.budget, e.used),
+            ("[daemon] daily_token_budget", 1_000, 1_000)
+        );
         // The next day both are free again.
         assert_eq!(b.check_at("coder", DAY_START + DAY_MS), Ok(()));
         assert_eq!(b.check_at("other", DAY_START + DAY_MS), Ok(()));

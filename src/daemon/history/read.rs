@@ -337,7 +337,10 @@ impl Reader<'_> {
     /// Tokens (input plus output) per agent of the runs active since
     /// `since_ms`: not ended before it (ended since, or still unfinished),
     /// each run counted whole. What `daemon::budget` starts the day with.
-    pub(super) fn tokens_since(&mut self, since_ms: i64) -> Result<Vec<(String, u64)>, HistoryError> {
+    pub(super) fn tokens_since(
+        &mut self,
+        since_ms: i64,
+    ) -> Result<Vec<(String, u64)>, HistoryError> {
         self.conn
             .prepare_cached(
                 "SELECT agent, SUM(prompt_tokens + completion_tokens) FROM runs
