@@ -317,7 +317,7 @@ mod tests {
     const HOUR: i64 = 3_600_000;
 
     fn budgets(daemon: Option<u64>, agent: Option<u64>) -> Budgets {
-        let b = Budgets {
+        Budgets {
             limits: RwLock::new(Limits {
                 daemon,
                 agents: agent
@@ -327,8 +327,7 @@ mod tests {
                 prices: HashMap::new(),
             }),
             count: Mutex::new(DayCount::new(DAY_START)),
-        };
-        b
+        }
     }
 
     fn charge_at(b: &Budgets, agent: &str, tokens: u64, at: i64) {
