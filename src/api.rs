@@ -228,6 +228,12 @@ pub struct RunSummary {
     pub error: Option<String>,
     #[serde(default)]
     pub usage: Usage,
+    /// What `usage` cost at the prices in force for the run (`[llm]
+    /// input_price`/`output_price`, per million tokens, in the operator's
+    /// currency); `null` when no price is configured. Kept as it was when
+    /// prices change later.
+    #[serde(default)]
+    pub cost: Option<f64>,
     /// Unix time in milliseconds.
     pub created_at_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -270,6 +276,7 @@ impl RunSummary {
             result_truncated: false,
             error: None,
             usage: Default::default(),
+            cost: None,
             created_at_ms: crate::time::now_ms(),
             started_at_ms: None,
             ended_at_ms: None,
@@ -317,6 +324,7 @@ impl RunSummary {
             result_truncated: self.result_truncated || result_cut.is_some(),
             error: self.error.clone(),
             usage: self.usage,
+            cost: self.cost,
             created_at_ms: self.created_at_ms,
             started_at_ms: self.started_at_ms,
             ended_at_ms: self.ended_at_ms,
@@ -497,6 +505,34 @@ pub struct Status {
     /// False once SIGTERM arrived: new runs are refused with 503.
     pub accepting_runs: bool,
     pub plugin_cache: CacheStatus,
+    /// Today's tokens against the daily budgets.
+    #[serde(default)]
+    pub token_budgets: TokenBudgets,
+}
+
+/// Tokens used today (the current UTC day) against the daily budgets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenBudgets {
+    /// Tokens (input plus output) of every run today.
+    pub used_today: u64,
+    /// The next UTC midnight (Unix time in ms), when the count starts again.
+    pub resets_at_ms: i64,
+    /// `[daemon] daily_token_budget`, when set.
+    #[serde(default)]
+    pub daemon: Option<BudgetUse>,
+    /// Each `[agents.X] daily_token_budget` set, by agent name.
+    #[serde(default)]
+    pub agents: Vec<BudgetUse>,
+}
+
+/// One daily budget and today's use of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetUse {
+    /// The agent whose budget it is; absent for the daemon's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    pub budget: u64,
+    pub used: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1001,7 +1037,7 @@ mod wire_tests {
         };
         assert_wire(
             run,
-            r#"{"id":"r2","seq":2,"agent":"coder","request":"fix it","state":"queued","steps":0,"error":null,"usage":{"prompt_tokens":0,"completion_tokens":0},"created_at_ms":1700000000000,"resumed_from":"r1","resumed_at_step":3,"resumed_messages":9,"resumed_by":"r3"}"#,
+            r#"{"id":"r2","seq":2,"agent":"coder","request":"fix it","state":"queued","steps":0,"error":null,"usage":{"prompt_tokens":0,"completion_tokens":0},"cost":null,"created_at_ms":1700000000000,"resumed_from":"r1","resumed_at_step":3,"resumed_messages":9,"resumed_by":"r3"}"#,
         );
         assert_wire(
             ResumeRun {
@@ -1016,6 +1052,21 @@ mod wire_tests {
                 files: Some(false),
             },
             r#"{"files":false}"#,
+        );
+    }
+
+    #[test]
+    fn a_run_s_cost_is_a_number_beside_its_usage_or_null() {
+        let mut run = RunSummary::queued("r1", 1, "coder", "fix it");
+        run.created_at_ms = AT;
+        run.usage = crate::chat::Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 200,
+        };
+        run.cost = Some(0.0045);
+        assert_wire(
+            run,
+            r#"{"id":"r1","seq":1,"agent":"coder","request":"fix it","state":"queued","steps":0,"error":null,"usage":{"prompt_tokens":1000,"completion_tokens":200},"cost":0.0045,"created_at_ms":1700000000000}"#,
         );
     }
 

@@ -92,6 +92,7 @@ fn run(id: &str, state: RunState, outcome: Option<Outcome>) -> RunView {
                 prompt_tokens: 20,
                 completion_tokens: 10,
             },
+            cost: None,
             created_at_ms: 1_700_000_000_000,
             started_at_ms: Some(1_700_000_000_100),
             ended_at_ms: outcome.map(|_| 1_700_000_001_000),
@@ -147,6 +148,7 @@ async fn status(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Json<Statu
             hits: 5,
             misses: 0,
         },
+        token_budgets: Default::default(),
     })
 }
 

@@ -57,6 +57,9 @@ pub struct RunContext {
     checkpoint_hook: Option<CheckpointHook>,
     /// The run's metric handles (steps, plugin time, tokens).
     pub metrics: super::metrics::RunMetrics,
+    /// Budgets shared with other runs (`agent::budget`), asked beside
+    /// `max_input_tokens` before each request.
+    budget: Option<Arc<dyn super::budget::TokenBudget>>,
 }
 
 struct RunState {
@@ -182,6 +185,7 @@ impl RunContext {
             human: None,
             checkpoint_hook: None,
             metrics,
+            budget: None,
         }
     }
 
@@ -301,6 +305,12 @@ impl RunContext {
     /// ([`Self::checkpoint_step`]).
     pub fn with_checkpoint_hook(mut self, hook: Option<CheckpointHook>) -> Self {
         self.checkpoint_hook = hook;
+        self
+    }
+
+    /// The budgets shared with other runs (see [`super::budget`]).
+    pub fn with_budget(mut self, budget: Option<Arc<dyn super::budget::TokenBudget>>) -> Self {
+        self.budget = budget;
         self
     }
 
@@ -715,6 +725,10 @@ impl RunHost for RunContext {
                 return Err(ChatFailure::TokenLimit(msg));
             }
         }
+        if let Some(Err(msg)) = self.budget.as_ref().map(|b| b.admit()) {
+            self.lock().token_limit = Some(msg.clone());
+            return Err(ChatFailure::TokenLimit(msg));
+        }
         let response = self
             .llm
             .chat(ChatRequest {
@@ -727,6 +741,9 @@ impl RunHost for RunContext {
         let mut response = response;
         self.cap_reply(&mut response.message);
         self.metrics.tokens(response.usage);
+        if let Some(budget) = &self.budget {
+            budget.charge(response.usage);
+        }
         let mut st = self.lock();
         st.usage += response.usage;
         st.budget_spent += if response.usage.prompt_tokens > 0 {

@@ -9,6 +9,7 @@
 //! belongs to the strategy plugin), what a tool does (its plugin's code,
 //! run by the host), or wasmtime.
 
+pub mod budget;
 pub mod context;
 pub mod counted_sandbox;
 pub mod events;
@@ -24,6 +25,7 @@ pub mod settings;
 pub mod stuck;
 pub mod tool_provider;
 
+pub use budget::TokenBudget;
 pub use events::{EventSink, MessageSink, RunEvent};
 pub use files::{InputFile, KeptFile, KeptFiles, MAX_KEEP_LIMIT};
 pub use human::{Approve, Decision, HumanChannel, ReplyError, WaitSlot, Waiting};

@@ -83,6 +83,9 @@ pub struct RunOptions {
     /// to when the run ends (the daemon's `<state_dir>/artifacts/<id>`);
     /// `None`: nothing is kept, whatever the agent says.
     pub keep_into: Option<std::path::PathBuf>,
+    /// Budgets shared with other runs (the daemon's daily token budgets),
+    /// asked before each LLM request; `None`: only `max_input_tokens`.
+    pub budget: Option<Arc<dyn crate::agent::TokenBudget>>,
 }
 
 impl Default for RunOptions {
@@ -97,6 +100,7 @@ impl Default for RunOptions {
             checkpoint: None,
             files: Vec::new(),
             keep_into: None,
+            budget: None,
         }
     }
 }
@@ -354,6 +358,7 @@ impl Agent {
         )
         .with_human(opts.human.clone())
         .with_checkpoint_hook(opts.checkpoint.clone())
+        .with_budget(opts.budget.clone())
     }
 
     async fn execute(

@@ -75,6 +75,10 @@ pub struct AgentConfig {
     /// `[agents.X] keep_limit`: bytes of kept files per run; what would
     /// go past it is left out and listed in the run's record.
     pub keep_limit: u64,
+    /// `[agents.X] daily_token_budget`: tokens (input plus output) this
+    /// agent's runs may use per UTC day, all runs together; the daemon
+    /// enforces it (`daemon::budget`). `None`: no budget of its own.
+    pub daily_token_budget: Option<u64>,
 }
 
 impl AgentConfig {
@@ -101,6 +105,7 @@ impl AgentConfig {
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             keep_files: Vec::new(),
             keep_limit: super::files::DEFAULT_KEEP_LIMIT,
+            daily_token_budget: None,
         }
     }
 }

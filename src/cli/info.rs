@@ -280,6 +280,7 @@ fn status_text(s: &Status) -> String {
         ("sandbox", sandbox),
         ("pool", pool),
         ("accepting", accepting.to_string()),
+        ("tokens", tokens_line(&s.token_budgets)),
     ];
     // With more than one engine, one line each (a single engine is the
     // `sandbox` line, as before engines existed).
@@ -295,6 +296,33 @@ fn status_text(s: &Status) -> String {
         .chain(warnings)
         .map(|(k, v)| format!("{k:<10} {}\n", super::sanitize::terminal_safe(&v)))
         .collect()
+}
+
+/// Today's tokens, and each daily budget's use: `1200 today (UTC); budgets:
+/// daemon 1200/100000, coder 900/1000`.
+fn tokens_line(b: &crate::api::TokenBudgets) -> String {
+    let budgets: Vec<String> = b
+        .daemon
+        .iter()
+        .chain(&b.agents)
+        .map(|u| {
+            format!(
+                "{} {}/{}",
+                u.agent.as_deref().unwrap_or("daemon"),
+                u.used,
+                u.budget
+            )
+        })
+        .collect();
+    if budgets.is_empty() {
+        format!("{} today (UTC); no daily budget", b.used_today)
+    } else {
+        format!(
+            "{} today (UTC); budgets: {}",
+            b.used_today,
+            budgets.join(", ")
+        )
+    }
 }
 
 #[cfg(test)]
@@ -423,12 +451,17 @@ mod tests {
                 hits: 4,
                 misses: 1,
             },
+            token_budgets: Default::default(),
         });
         assert!(
             text.contains("plugins    5 loaded (4 from the compile cache, 1 compiled)\n"),
             "{text}"
         );
         assert!(text.contains("uptime     1m05s\n"), "{text}");
+        assert!(
+            text.contains("tokens     0 today (UTC); no daily budget\n"),
+            "{text}"
+        );
         assert!(text.contains("runs       2 running, 0 queued\n"), "{text}");
         assert!(
             text.contains("pool       1 of 2 ready, 1 being made, 7 served\n"),

@@ -189,7 +189,10 @@ pub async fn run(args: RunArgs) -> i32 {
     if args.json {
         // The daemon's record, not the agent's: one shape with or without
         // `--local`, and the whole transcript.
-        match serde_json::to_string_pretty(&local.finish(&record)) {
+        let mut view = local.finish(&record);
+        // At the prices the daemon would cost it at (`[llm] input_price`...).
+        view.summary.cost = config.llm.price_for(&args.agent).cost(view.summary.usage);
+        match serde_json::to_string_pretty(&view) {
             Ok(s) => println!("{s}"),
             Err(e) => return fail(format!("cannot encode the run record: {e}")),
         }

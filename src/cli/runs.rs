@@ -92,7 +92,7 @@ pub fn waiting_table(runs: &[RunSummary], now_ms: i64) -> String {
 
 pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
     let mut table = Table::new([
-        "ID", "STATE", "OUTCOME", "AGENT", "STEPS", "AGE", "LINK", "REQUEST",
+        "ID", "STATE", "OUTCOME", "AGENT", "STEPS", "TOKENS", "COST", "AGE", "LINK", "REQUEST",
     ]);
     for r in runs {
         table.row(vec![
@@ -104,6 +104,8 @@ pub fn runs_table(runs: &[RunSummary], now_ms: i64) -> String {
                 Some(max) => format!("{}/{max}", r.steps),
                 None => r.steps.to_string(),
             },
+            (r.usage.prompt_tokens + r.usage.completion_tokens).to_string(),
+            super::table::cost(r.cost),
             age(r.created_at_ms, now_ms),
             link(r),
             first_line(&r.request, REQUEST_WIDTH),
@@ -331,6 +333,7 @@ mod tests {
             result: None,
             error: None,
             usage: Usage::default(),
+            cost: None,
             created_at_ms: 0,
             started_at_ms: None,
             ended_at_ms: None,
@@ -351,15 +354,15 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "ID            STATE    OUTCOME    AGENT     STEPS  AGE  LINK  REQUEST"
+            "ID            STATE    OUTCOME    AGENT     STEPS  TOKENS  COST  AGE  LINK  REQUEST"
         );
         assert_eq!(
             lines[1],
-            "0123456789ab  running  -          toolcall  3/30   1m   -     Write fizzbuzz.py, run it, and show me the output…"
+            "0123456789ab  running  -          toolcall  3/30   0       -     1m   -     Write fizzbuzz.py, run it, and show me the output…"
         );
         assert_eq!(
             lines[2],
-            "fedcba987654  ended    max_steps  toolcall  3/30   1m   -     hi…"
+            "fedcba987654  ended    max_steps  toolcall  3/30   0       -     1m   -     hi…"
         );
         let request = lines[1]
             .split_once("1m   -     ")

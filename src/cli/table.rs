@@ -99,6 +99,13 @@ pub fn duration(ms: i64) -> String {
     }
 }
 
+/// A run's cost in the prices' own currency (agentd does not know which),
+/// to a millionth, since a short run on a cheap model costs fractions of a
+/// cent; `-` when no price is configured.
+pub fn cost(cost: Option<f64>) -> String {
+    cost.map_or_else(|| "-".to_string(), |c| format!("{c:.6}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,6 +142,7 @@ pub fn header(view: &RunView, now_ms: i64) -> String {
             s.usage.prompt_tokens, s.usage.completion_tokens
         ),
     );
+    field("cost", &super::table::cost(s.cost));
     let mut when = format!("{} ago", age(s.created_at_ms, now_ms));
     if let Some(start) = s.started_at_ms {
         let end = s.ended_at_ms.unwrap_or(now_ms);
@@ -231,6 +232,7 @@ mod tests {
                     prompt_tokens: 120,
                     completion_tokens: 30,
                 },
+                cost: None,
                 created_at_ms: 0,
                 started_at_ms: Some(1_000),
                 ended_at_ms: Some(5_500),
@@ -265,6 +267,7 @@ mod tests {
              state    ended (error)\n\
              steps    2/30\n\
              tokens   120 prompt, 30 completion\n\
+             cost     -\n\
              created  2m ago, ran 4.5s\n\
              error    boom\n\
              \n[system]\nbe brief\n\

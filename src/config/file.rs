@@ -184,6 +184,20 @@ pub struct LlmKeys {
     /// PEM file of extra CA certificates to trust for this endpoint; a
     /// relative path is relative to the configuration file.
     pub ca_file: Option<PathBuf>,
+    /// Price per million input (prompt) tokens, in the operator's currency:
+    /// a run's `cost`.
+    pub input_price: Option<f64>,
+    /// Price per million output (completion) tokens.
+    pub output_price: Option<f64>,
+}
+
+/// One `[llm.prices."<model>"]` table: the prices of the model of that name,
+/// for every agent that uses it and sets no price of its own.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPriceKeys {
+    pub input_price: Option<f64>,
+    pub output_price: Option<f64>,
 }
 
 impl LlmKeys {
@@ -224,7 +238,9 @@ impl LlmKeys {
             retry_backoff_ms,
             timeout_retries,
             retry_max_wait,
-            ca_file
+            ca_file,
+            input_price,
+            output_price
         )
     }
 }
@@ -244,6 +260,8 @@ const LLM_KEYS: &[&str] = &[
     "timeout_retries",
     "retry_max_wait",
     "ca_file",
+    "input_price",
+    "output_price",
 ];
 
 /// `[llm]` mixes the default keys with `[llm.<agent>]` sub-tables, which
@@ -254,6 +272,8 @@ const LLM_KEYS: &[&str] = &[
 pub struct LlmSection {
     pub base: LlmKeys,
     pub overrides: BTreeMap<String, LlmKeys>,
+    /// `[llm.prices."<model>"]`, by model name as written.
+    pub prices: BTreeMap<String, ModelPriceKeys>,
     /// Per override (agent name in lower case): the name as written and
     /// where its table is, so a name matching no agent can be reported
     /// with its line once the agents are known.
@@ -287,6 +307,10 @@ impl<'de> Deserialize<'de> for LlmSection {
                                 .problems
                                 .push((span, format!("[llm] {key}: {}", e.message()))),
                         }
+                        continue;
+                    }
+                    if key == "prices" {
+                        read_prices(&mut section, value, span);
                         continue;
                     }
                     match value {
@@ -323,6 +347,29 @@ impl<'de> Deserialize<'de> for LlmSection {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// `[llm.prices]`: a table of models, each a [`ModelPriceKeys`] table. (So
+/// an agent named `prices` takes its overrides in `[agents.prices.llm]`.)
+fn read_prices(section: &mut LlmSection, value: toml::Value, span: std::ops::Range<usize>) {
+    let toml::Value::Table(models) = value else {
+        section.problems.push((
+            span,
+            "[llm] prices must be a table of models: [llm.prices.\"<model>\"] with input_price and output_price".into(),
+        ));
+        return;
+    };
+    for (model, keys) in models {
+        match ModelPriceKeys::deserialize(keys) {
+            Ok(keys) => {
+                section.prices.insert(model, keys);
+            }
+            Err(e) => section.problems.push((
+                span.clone(),
+                format!("in [llm.prices.\"{model}\"]: {}", e.message()),
+            )),
+        }
     }
 }
 
@@ -383,6 +430,8 @@ pub struct DaemonKeys {
     pub follow_symlinks: Option<bool>,
     /// A run waiting for a person gives its `max_concurrent_runs` slot back.
     pub release_waiting: Option<bool>,
+    /// Tokens (input plus output) all runs together may use per UTC day.
+    pub daily_token_budget: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -469,6 +518,8 @@ pub struct AgentKeys {
     pub keep_files: Option<Vec<String>>,
     /// Bytes of kept files per run (`100m`, `1GiB`, or a number).
     pub keep_limit: Option<super::size::ByteSize>,
+    /// Tokens (input plus output) this agent's runs may use per UTC day.
+    pub daily_token_budget: Option<u64>,
 }
 
 /// `approve = ["bash"]` or `approve = "all"`.

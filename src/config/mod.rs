@@ -84,6 +84,8 @@ pub struct Config {
 pub struct LlmConfig {
     base: LlmKeys,
     overrides: BTreeMap<String, LlmKeys>,
+    /// `[llm.prices."<model>"]`, by model name.
+    prices: BTreeMap<String, crate::llm::Price>,
 }
 
 /// An `[agents.X]` table's keys over `agent`, key by key.
@@ -367,6 +369,8 @@ impl Config {
                     ))
                 })?),
             },
+            daily_token_budget: budget_key(f.daemon.daily_token_budget, "[daemon]")
+                .map_err(invalid)?,
         };
         let mcp_server = McpServerConfig {
             enabled: f.mcp_server.enabled.unwrap_or(true),
@@ -436,6 +440,9 @@ impl Config {
             }
             apply_human_keys(agent, keys).map_err(invalid)?;
             apply_keep_keys(agent, keys).map_err(invalid)?;
+            agent.daily_token_budget =
+                budget_key(keys.daily_token_budget, &format!("[agents.{name}]"))
+                    .map_err(invalid)?;
         }
         for agent in agents.values() {
             if agent.max_steps == Some(0) {
@@ -470,9 +477,21 @@ impl Config {
             .map(|(name, o)| (name.clone(), o.table.clone()))
             .collect();
         let config_dir = file.and_then(Path::parent);
+        let prices = f
+            .llm
+            .prices
+            .iter()
+            .map(|(model, keys)| {
+                let table = format!("[llm.prices.\"{model}\"]");
+                model_price(keys.input_price, keys.output_price, &table)
+                    .map(|price| (model.clone(), price))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(invalid)?;
         let mut llm = LlmConfig {
             base: f.llm.base,
             overrides: overrides.into_iter().map(|(k, o)| (k, o.keys)).collect(),
+            prices,
         };
         for (table, keys) in std::iter::once(("[llm]".to_string(), &mut llm.base)).chain(
             llm.overrides.iter_mut().map(|(name, keys)| {
@@ -508,7 +527,61 @@ impl Config {
     }
 }
 
+/// `daily_token_budget` of `table`: unset is no budget; 0 would refuse
+/// every run, which is what stopping the daemon is for.
+fn budget_key(value: Option<u64>, table: &str) -> Result<Option<u64>, String> {
+    match value {
+        Some(0) => Err(format!(
+            "{table} daily_token_budget must be at least 1 (leave it out for no budget)"
+        )),
+        v => Ok(v),
+    }
+}
+
+/// A pair of prices, each checked, named by `table` when refused.
+fn model_price(
+    input: Option<f64>,
+    output: Option<f64>,
+    table: &str,
+) -> Result<crate::llm::Price, String> {
+    let check = |value: Option<f64>, key: &str| {
+        value
+            .map(crate::llm::check_price)
+            .transpose()
+            .map_err(|e| format!("{table} {key} {e}"))
+    };
+    Ok(crate::llm::Price {
+        input: check(input, "input_price")?,
+        output: check(output, "output_price")?,
+    })
+}
+
 impl LlmConfig {
+    /// The prices in force for `agent`'s runs, each one separately the first
+    /// set of: the agent's own `input_price`/`output_price` (its
+    /// `[agents.<agent>.llm]` or `[llm.<agent>]`), `[llm.prices."<model>"]`
+    /// for the model the agent uses, `[llm]`'s own. The model's table comes
+    /// before `[llm]`'s keys because an agent that names another model
+    /// should not be billed at the default model's price.
+    pub fn price_for(&self, agent: &str) -> crate::llm::Price {
+        let own = self.overrides.get(&agent.to_lowercase());
+        let model = own
+            .and_then(|o| o.model.clone())
+            .or_else(|| self.base.model.clone())
+            .unwrap_or_else(|| "gpt-4o".into());
+        let table = self.prices.get(&model);
+        crate::llm::Price {
+            input: own
+                .and_then(|o| o.input_price)
+                .or_else(|| table.and_then(|t| t.input))
+                .or(self.base.input_price),
+            output: own
+                .and_then(|o| o.output_price)
+                .or_else(|| table.and_then(|t| t.output))
+                .or(self.base.output_price),
+        }
+    }
+
     /// Whether the agent's key can be had: an `api_key_file` that cannot be
     /// read (or is empty) makes the agent unusable, with the file named,
     /// rather than send requests without a key.
@@ -657,6 +730,7 @@ fn check_llm_keys(keys: &mut LlmKeys, config_dir: Option<&Path>) -> Result<(), S
     if let Some(url) = &keys.base_url {
         crate::llm::check_base_url(url)?;
     }
+    model_price(keys.input_price, keys.output_price, "").map_err(|e| e.trim().to_string())?;
     if let Some(path) = &mut keys.ca_file {
         if let Some(dir) = config_dir.filter(|_| path.is_relative()) {
             *path = dir.join(&*path);

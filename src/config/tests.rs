@@ -919,3 +919,74 @@ fn bad_engines_are_refused_at_their_line() {
         );
     }
 }
+
+#[test]
+fn each_price_comes_from_the_agent_then_the_model_then_llm() {
+    let c = parse(
+        "[llm]\nmodel = \"gpt-4o\"\ninput_price = 2.5\noutput_price = 10.0\n\n\
+         [llm.prices.\"gpt-4o-mini\"]\ninput_price = 0.15\noutput_price = 0.6\n\n\
+         [llm.prices.\"gpt-4o\"]\noutput_price = 8.0\n\n\
+         [agents.mini.llm]\nmodel = \"gpt-4o-mini\"\n\n\
+         [agents.own.llm]\nmodel = \"gpt-4o-mini\"\ninput_price = 1.0\n\n\
+         [agents.other.llm]\nmodel = \"local\"\n",
+    )
+    .expect("parse");
+    let price = |agent: &str| c.llm.price_for(agent);
+    // The default model's table sets only output: input is [llm]'s.
+    assert_eq!(
+        (price("manus").input, price("manus").output),
+        (Some(2.5), Some(8.0))
+    );
+    assert_eq!(
+        (price("mini").input, price("mini").output),
+        (Some(0.15), Some(0.6))
+    );
+    assert_eq!(
+        (price("own").input, price("own").output),
+        (Some(1.0), Some(0.6))
+    );
+    // A model without a table of its own: [llm]'s prices.
+    assert_eq!(
+        (price("other").input, price("other").output),
+        (Some(2.5), Some(10.0))
+    );
+    assert!(!parse("[llm]\n")
+        .expect("parse")
+        .llm
+        .price_for("manus")
+        .is_set());
+}
+
+#[test]
+fn bad_prices_and_budgets_are_refused_naming_the_key() {
+    for (text, key) in [
+        ("[llm]\ninput_price = -1.0\n", "input_price"),
+        (
+            "[llm.prices.\"m\"]\noutput_price = -0.5\n",
+            "[llm.prices.\"m\"] output_price",
+        ),
+        ("[llm.prices.\"m\"]\ninput_prize = 1.0\n", "input_prize"),
+        ("[agents.a.llm]\noutput_price = -2.0\n", "output_price"),
+        (
+            "[daemon]\ndaily_token_budget = 0\n",
+            "[daemon] daily_token_budget",
+        ),
+        (
+            "[agents.a]\ndaily_token_budget = 0\n",
+            "[agents.a] daily_token_budget",
+        ),
+    ] {
+        let msg = parse(text).expect_err(text).to_string();
+        assert!(msg.contains(key), "{text}: {msg}");
+    }
+}
+
+#[test]
+fn daily_token_budgets_are_read_per_agent_and_for_the_daemon() {
+    let c =
+        parse("[daemon]\ndaily_token_budget = 5000000\n\n[agents.a]\ndaily_token_budget = 1000\n")
+            .expect("parse");
+    assert_eq!(c.daemon.daily_token_budget, Some(5_000_000));
+    assert_eq!(c.agent("a").and_then(|a| a.daily_token_budget), Some(1000));
+    assert_eq!(c.agent("manus").and_then(|a| a.daily_token_budget), None);
+}

@@ -7,6 +7,7 @@
 
 mod artifacts;
 mod body;
+mod budget;
 mod error;
 mod event_bus;
 mod event_log;
@@ -183,6 +184,11 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         bus: bus.clone(),
         mcp,
     }));
+    // Before the socket serves: the first run is checked against today's
+    // count as the history has it.
+    if let Err(e) = daemon.budgets.load(&history).await {
+        error!(error = %e, "cannot read today's token use from the history; the daily budgets count from zero");
+    }
     daemon.warn_missing_plugins();
     let _watcher = watch_plugins(plugins_dir, &daemon);
 

@@ -148,8 +148,8 @@ pub async fn resume_run(
         }
         Some(Outcome::TokenLimit) => {
             return Err(not_resumable(
-                "it used up its token budget (max_input_tokens), which is per run; \
-                 start a new run instead"
+                "it used up a token budget (max_input_tokens, which is per run, or a \
+                 daily_token_budget); start a new run instead"
                     .into(),
             ))
         }

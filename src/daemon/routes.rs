@@ -169,6 +169,7 @@ async fn status(State(d): Shared) -> Json<Status> {
             hits: d.plugins.cache_hits(),
             misses: d.plugins.cache_misses(),
         },
+        token_budgets: d.budgets.view(),
     })
 }
 
@@ -318,6 +319,18 @@ pub(super) fn start_error(e: StartError) -> Response {
         }
         StartError::Create(e @ CreateError::HistoryUnavailable(_)) => {
             ApiError::history_unavailable(e).into_response()
+        }
+        StartError::Create(CreateError::BudgetExhausted(e)) => {
+            tracing::warn!(error = %e, "refused a run: a daily token budget is used up");
+            (
+                [(header::RETRY_AFTER, e.retry_after_secs().to_string())],
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "budget_exhausted",
+                    e.to_string(),
+                ),
+            )
+                .into_response()
         }
         StartError::Create(CreateError::ShuttingDown) => ApiError::shutting_down().into_response(),
         StartError::Internal(e) => {

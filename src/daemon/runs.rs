@@ -52,6 +52,8 @@ pub struct LiveRun {
     /// Set by a shutdown before it cancels the run: the run then ends
     /// `interrupted` (it can be resumed), not `cancelled`.
     interrupted: AtomicBool,
+    /// The prices in force when the run was created: its cost.
+    price: crate::llm::Price,
 }
 
 impl LiveRun {
@@ -158,6 +160,9 @@ pub enum CreateError {
     /// that the run is on disk.
     #[error("{0}")]
     HistoryUnavailable(#[source] super::history::HistoryError),
+    /// Today's tokens are at a daily budget (`daemon::budget`).
+    #[error("{0}")]
+    BudgetExhausted(#[source] super::budget::Exhausted),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,6 +196,8 @@ pub struct RunManager {
     /// `<state_dir>/artifacts`: each run's kept files go to a folder of
     /// its own below it (`daemon::artifacts`).
     artifacts: std::path::PathBuf,
+    /// The daily token budgets and the prices runs are costed at.
+    budgets: Option<Arc<super::budget::Budgets>>,
 }
 
 /// One place in the queue, given back when the run gets its slot or ends
@@ -232,7 +239,14 @@ impl RunManager {
             bus,
             resuming: Mutex::new(HashMap::new()),
             artifacts: std::path::PathBuf::new(),
+            budgets: None,
         }
+    }
+
+    /// The daily budgets runs are checked and counted against.
+    pub fn with_budgets(mut self, budgets: Arc<super::budget::Budgets>) -> Self {
+        self.budgets = Some(budgets);
+        self
     }
 
     /// Where runs' kept files go (`<state_dir>/artifacts`).
@@ -368,6 +382,14 @@ impl RunManager {
                 },
             ));
         }
+        let price = match &self.budgets {
+            Some(b) => {
+                let agent = &agent.config().name;
+                b.check(agent).map_err(CreateError::BudgetExhausted)?;
+                b.price(agent)
+            }
+            None => Default::default(),
+        };
         let place = self.take_queue_place(uid)?;
         let id = resume.as_ref().map_or_else(
             || uuid::Uuid::new_v4().simple().to_string(),
@@ -401,6 +423,7 @@ impl RunManager {
             human: Arc::new(HumanChannel::new(slot.clone())),
             slot,
             interrupted: AtomicBool::new(false),
+            price,
         });
         self.lock_live().insert(id.clone(), run.clone());
         self.history.create_run(&summary);
@@ -497,6 +520,17 @@ impl RunManager {
             checkpoint: Some(self.checkpoint_hook(&run)),
             files,
             keep_into: Some(super::artifacts::run_dir(&self.artifacts, &run.id)),
+            budget: self.budgets.as_ref().map(|b| {
+                let live = run.clone();
+                b.for_run(&agent.config().name, move |usage| {
+                    // The summary counts as it goes: `show` of a running
+                    // run, and its row at each step, carry it.
+                    live.update(|s| {
+                        s.usage += usage;
+                        s.cost = live.price.cost(s.usage);
+                    });
+                })
+            }),
         };
         // In its own task so that a panic anywhere below still ends the run
         // with a record instead of leaving it `running` forever.
@@ -543,6 +577,7 @@ impl RunManager {
         }
         let ended = run.update(|s| {
             s.end(&record);
+            s.cost = run.price.cost(s.usage);
             s.waiting = None;
         });
         let agent = ended.agent.clone();

@@ -97,6 +97,9 @@ pub struct DaemonConfig {
     /// A TCP address serving `GET /metrics` alone (the Prometheus text
     /// format, read-only); `None` (the default): metrics only on the socket.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Tokens (input plus output) all runs together may use per UTC day
+    /// (`daemon::budget`); `None`: no daemon-wide budget.
+    pub daily_token_budget: Option<u64>,
 }
 
 /// How long an MCP session's sandbox may sit unused before it is removed

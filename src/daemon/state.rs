@@ -124,6 +124,8 @@ pub struct Daemon {
     /// Why there is no Docker provider (an invalid `[sandbox]` section).
     pub docker_error: Option<String>,
     pub runs: Arc<RunManager>,
+    /// The daily token budgets and runs' prices (`daemon::budget`).
+    pub budgets: Arc<super::budget::Budgets>,
     pub history: History,
     pub started: Instant,
     pub socket: PathBuf,
@@ -159,6 +161,7 @@ pub struct DaemonParts {
 
 impl Daemon {
     pub fn new(p: DaemonParts) -> Self {
+        let budgets = Arc::new(super::budget::Budgets::new(&p.config));
         let runs = Arc::new(
             RunManager::new(
                 p.history.clone(),
@@ -168,7 +171,8 @@ impl Daemon {
                 p.config.daemon.release_waiting,
                 p.bus.clone(),
             )
-            .with_artifacts(p.config.daemon.state_dir.join("artifacts")),
+            .with_artifacts(p.config.daemon.state_dir.join("artifacts"))
+            .with_budgets(budgets.clone()),
         );
         let answered = AnsweredEndpoints::default();
         let generation = Generation::new(
@@ -185,6 +189,7 @@ impl Daemon {
             sandboxes: p.sandboxes,
             docker_error: p.docker_error,
             runs,
+            budgets,
             history: p.history,
             started: Instant::now(),
             socket: p.socket,
@@ -219,6 +224,7 @@ impl Daemon {
     /// in flight keep the servers they hold).
     pub fn swap_config(&self, config: Config) {
         self.mcp.apply(config.mcp.clone());
+        self.budgets.configure(&config);
         let next = Generation::new(
             config,
             self.plugins.clone(),

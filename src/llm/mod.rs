@@ -8,6 +8,7 @@ mod client;
 mod error;
 pub mod metrics;
 mod models;
+mod price;
 mod retry;
 pub mod setup;
 mod wire;
@@ -19,4 +20,5 @@ pub use client::{
 };
 pub use error::LlmError;
 pub use models::ModelList;
+pub use price::{check_price, Price};
 pub use retry::RetryPolicy;

@@ -387,6 +387,12 @@ impl History {
         self.read(move |r| r.event_lines(&id, after, limit)).await
     }
 
+    /// Tokens per agent of the runs active since `since_ms` (see
+    /// `Reader::tokens_since`): the daily budgets' count after a restart.
+    pub async fn tokens_since(&self, since_ms: i64) -> Result<Vec<(String, u64)>, HistoryError> {
+        self.read(move |r| r.tokens_since(since_ms)).await
+    }
+
     /// Newest first; `before` is the previous page's `next_before`.
     pub async fn list(&self, limit: u32, before: Option<i64>) -> Result<RunList, HistoryError> {
         self.read(move |r| r.list(limit.clamp(1, 1000), before))

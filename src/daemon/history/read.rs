@@ -37,7 +37,7 @@ fn run_columns(request: &str, result: &str) -> String {
          runs.max_steps, {result}, runs.error, runs.prompt_tokens, runs.completion_tokens, \
          runs.created_at_ms, runs.started_at_ms, runs.ended_at_ms, runs.resumed_from, \
          runs.resumed_at_step, runs.resumed_messages, \
-         (SELECT later.id FROM runs AS later WHERE later.resumed_from = runs.id)"
+         (SELECT later.id FROM runs AS later WHERE later.resumed_from = runs.id), runs.cost"
     )
 }
 
@@ -334,6 +334,28 @@ impl Reader<'_> {
         Ok(None)
     }
 
+    /// Tokens (input plus output) per agent of the runs active since
+    /// `since_ms`: not ended before it (ended since, or still unfinished),
+    /// each run counted whole. What `daemon::budget` starts the day with.
+    pub(super) fn tokens_since(
+        &mut self,
+        since_ms: i64,
+    ) -> Result<Vec<(String, u64)>, HistoryError> {
+        self.conn
+            .prepare_cached(
+                "SELECT agent, SUM(prompt_tokens + completion_tokens) FROM runs
+                 WHERE ended_at_ms IS NULL OR ended_at_ms >= ?1 GROUP BY agent",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([since_ms], |row| {
+                    let tokens: i64 = row.get(1)?;
+                    Ok((row.get(0)?, u64::try_from(tokens).unwrap_or(0)))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sqlite(e))
+    }
+
     pub(super) fn list(
         &mut self,
         limit: u32,
@@ -453,6 +475,7 @@ struct RawRun {
     error: Option<String>,
     prompt_tokens: u64,
     completion_tokens: u64,
+    cost: Option<f64>,
     created_at_ms: i64,
     started_at_ms: Option<i64>,
     ended_at_ms: Option<i64>,
@@ -476,6 +499,7 @@ impl RawRun {
             error: row.get(9)?,
             prompt_tokens: row.get(10)?,
             completion_tokens: row.get(11)?,
+            cost: row.get(19)?,
             created_at_ms: row.get(12)?,
             started_at_ms: row.get(13)?,
             ended_at_ms: row.get(14)?,
@@ -493,8 +517,8 @@ impl RawRun {
     /// A row of [`list_columns`].
     fn from_list_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         let mut raw = Self::from_row(row)?;
-        raw.request_truncated = row.get(19)?;
-        raw.result_truncated = row.get(20)?;
+        raw.request_truncated = row.get(20)?;
+        raw.result_truncated = row.get(21)?;
         Ok(raw)
     }
 
@@ -530,6 +554,7 @@ impl RawRun {
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.completion_tokens,
             },
+            cost: self.cost,
             created_at_ms: self.created_at_ms,
             started_at_ms: self.started_at_ms,
             ended_at_ms: self.ended_at_ms,

@@ -82,6 +82,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN resumed_messages INTEGER;
     CREATE UNIQUE INDEX runs_resumed_from ON runs(resumed_from) WHERE resumed_from IS NOT NULL;
     ",
+    // 4: a run's cost at the prices in force when it ran (`[llm]
+    // input_price`/`output_price`), stored rather than recomputed, so a
+    // price changed later does not rewrite what past runs cost. NULL: no
+    // price was configured (and for runs recorded before).
+    "
+    ALTER TABLE runs ADD COLUMN cost REAL;
+    ",
 ];
 
 /// The schema version this build writes and reads.

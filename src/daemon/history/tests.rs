@@ -26,6 +26,7 @@ fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
             prompt_tokens: 120,
             completion_tokens: 30,
         },
+        cost: ended.then_some(0.0125),
         created_at_ms: 1_000 + seq,
         started_at_ms: Some(1_100 + seq),
         ended_at_ms: ended.then_some(2_000 + seq),
@@ -878,6 +879,8 @@ async fn a_schema_1_history_is_upgraded_with_its_runs_intact() {
     let file = state.join(FILE_NAME);
     let mut old = summary("old", 1, RunState::Ended);
     old.request = "é".repeat(crate::api::LIST_REQUEST_CHARS * 3);
+    // Schema 1 had no cost: the upgrade leaves it unknown.
+    old.cost = None;
     let mut running = summary("running", 2, RunState::Running);
     running.outcome = None;
     running.result = None;
@@ -1255,7 +1258,9 @@ async fn a_schema_2_history_is_upgraded_and_its_runs_have_no_checkpoint() {
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
     let file = state.join(FILE_NAME);
-    let old = summary("old", 1, RunState::Ended);
+    let mut old = summary("old", 1, RunState::Ended);
+    // Schema 2 had no cost: the upgrade leaves it unknown.
+    old.cost = None;
     {
         let conn = rusqlite::Connection::open(&file).unwrap();
         conn.execute_batch(SCHEMA_1).unwrap();
@@ -1293,7 +1298,7 @@ async fn a_schema_2_history_is_upgraded_and_its_runs_have_no_checkpoint() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, schema::SCHEMA_VERSION);
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();

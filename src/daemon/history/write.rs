@@ -26,6 +26,8 @@ pub struct RunRow {
     pub result: Option<String>,
     pub error: Option<String>,
     pub usage: Usage,
+    /// At the prices in force for the run; `None` without a price.
+    pub cost: Option<f64>,
     pub created_at_ms: i64,
     pub started_at_ms: Option<i64>,
     pub ended_at_ms: Option<i64>,
@@ -47,6 +49,7 @@ impl From<&RunSummary> for RunRow {
             result: run.result.clone(),
             error: run.error.clone(),
             usage: run.usage,
+            cost: run.cost,
             created_at_ms: run.created_at_ms,
             started_at_ms: run.started_at_ms,
             ended_at_ms: run.ended_at_ms,

@@ -484,10 +484,10 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
     let mut insert = conn.prepare_cached(
         "INSERT INTO runs (id, seq, agent, state, outcome, steps, max_steps, result, error,
                            prompt_tokens, completion_tokens, created_at_ms, started_at_ms,
-                           ended_at_ms, checkpoint_steps, checkpoint_messages,
+                           ended_at_ms, cost, checkpoint_steps, checkpoint_messages,
                            checkpoint_stuck, resumed_from, resumed_at_step, resumed_messages)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, 0, 0,
-                 ?15, ?16, ?17)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 0, 0, 0,
+                 ?16, ?17, ?18)",
     )?;
     with_row_params(row, |fields| {
         let mut all = fields.to_vec();
@@ -503,8 +503,8 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
         .map(drop)
 }
 
-/// Runs `statement` with the row's fields as `?1`..`?14`, in the order of
-/// the `runs` columns the update names (the creation's first fourteen).
+/// Runs `statement` with the row's fields as `?1`..`?15`, in the order of
+/// the `runs` columns the update names (the creation's first fifteen).
 fn execute_row(
     statement: &mut rusqlite::CachedStatement<'_>,
     row: &RunRow,
@@ -513,7 +513,7 @@ fn execute_row(
 }
 
 /// Hands `f` the row's fields as statement parameters, in the order of the
-/// `runs` columns (`id` .. `ended_at_ms`): the one list the creation and
+/// `runs` columns (`id` .. `ended_at_ms`, then `cost`): the one list the creation and
 /// the updates share, borrowed, so a row write copies nothing.
 fn with_row_params<R>(row: &RunRow, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
     let state = row.state.as_str();
@@ -537,6 +537,7 @@ fn with_row_params<R>(row: &RunRow, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
         &row.created_at_ms,
         &row.started_at_ms,
         &row.ended_at_ms,
+        &row.cost,
     ])
 }
 
@@ -549,7 +550,7 @@ fn save_run(conn: &Connection, row: &RunRow) -> rusqlite::Result<()> {
             "UPDATE runs SET seq = ?2, agent = ?3, state = ?4, outcome = ?5, steps = ?6,
                  max_steps = ?7, result = ?8, error = ?9, prompt_tokens = ?10,
                  completion_tokens = ?11, created_at_ms = ?12, started_at_ms = ?13,
-                 ended_at_ms = ?14
+                 ended_at_ms = ?14, cost = ?15
              WHERE id = ?1",
         )
         .and_then(|mut update| execute_row(&mut update, row))?;
