@@ -175,11 +175,23 @@ impl Agent {
             sandbox: Some(sandbox.clone()),
         };
         let span = info_span!("run", run_id = %run_id, agent = %self.config.name);
+        // Its trace's root, `invoke_agent {agent}`, when traces are exported.
+        let trace = crate::otel::invoke_agent(&run_id, &self.config.name, || {
+            let snapshot = self.runtime.plugins.snapshot();
+            Some(
+                snapshot
+                    .strategy(&self.config.strategy)?
+                    .meta
+                    .version
+                    .clone(),
+            )
+        });
         let events = opts.events.clone();
         let keep = self.keep_spec(opts.keep_into.clone());
         let opts = RunOptions { cancel, ..opts };
         let builder = self
             .run_inner(run_id, request, opts, sandbox.clone())
+            .instrument(trace.clone())
             .instrument(span.clone())
             .await;
         // Whatever way the run ended, its kept files are copied out, then
@@ -192,6 +204,8 @@ impl Agent {
         guard.sandbox = None;
         let mut record = builder.into_record();
         record.files = files;
+        let model = &self.llm.settings().model;
+        crate::otel::run_ended(&trace, Some(model), record.outcome.as_str(), record.steps);
         span.in_scope(|| {
             info!(outcome = %record.outcome, steps = record.steps, error = record.error.as_deref().unwrap_or(""), "run ended")
         });
@@ -597,6 +611,7 @@ async fn step_loop(
         });
         let result = session
             .step(step_timeout, &cancel)
+            .instrument(crate::otel::step(step))
             .instrument(info_span!("step", step))
             .await;
         let text = match result {

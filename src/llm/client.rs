@@ -258,6 +258,18 @@ impl LlmClient {
     /// Sends one chat request, retrying where the contract allows. The future
     /// may be dropped at any point (a cancelled run): nothing is left behind.
     pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        // The `chat {model}` span, when traces are exported (`crate::otel`).
+        let span = crate::otel::chat(&self.settings.model);
+        let result = self.chat_untraced(request, &span).await;
+        super::trace::record(&span, &result);
+        result
+    }
+
+    async fn chat_untraced(
+        &self,
+        request: ChatRequest<'_>,
+        span: &tracing::Span,
+    ) -> Result<ChatResponse, LlmError> {
         if !self.is_configured() {
             return Err(LlmError::NotConfigured(super::setup::no_endpoint_help()));
         }
@@ -287,7 +299,7 @@ impl LlmClient {
 
         let mut spent = Attempts::default();
         loop {
-            let error = match self.send_once(&body).await {
+            let error = match self.send_once(&body, span).await {
                 Ok(r) => return Ok(r),
                 Err(LlmError::Connect {
                     url,
@@ -313,7 +325,7 @@ impl LlmClient {
         }
     }
 
-    async fn send_once(&self, body: &[u8]) -> Result<ChatResponse, LlmError> {
+    async fn send_once(&self, body: &[u8], span: &tracing::Span) -> Result<ChatResponse, LlmError> {
         let mut req = self
             .http
             .post(&self.url)
@@ -362,6 +374,7 @@ impl LlmClient {
             debug!(role = %message.role, "server answered with a non-assistant role; treating it as assistant");
             message.role = Role::Assistant;
         }
+        super::trace::response_model(span, parsed.model.as_deref());
         let usage = parsed.usage.unwrap_or_default();
         Ok(ChatResponse {
             message,

@@ -9,6 +9,7 @@ mod error;
 mod models;
 mod retry;
 pub mod setup;
+mod trace;
 mod wire;
 
 pub use answered::AnsweredEndpoints;
