@@ -48,6 +48,9 @@ impl Exporting {
     }
 }
 
+/// The OpenTelemetry layer, filtered to [`super::TARGET`]'s spans.
+pub type BoxedLayer<S> = Box<dyn Layer<S> + Send + Sync>;
+
 /// Whether the environment asks for traces.
 pub fn wanted() -> bool {
     let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
@@ -67,7 +70,7 @@ pub fn only_otel_spans<S>() -> impl Filter<S> {
 
 /// The layer to add to the subscriber, and the handle that flushes it, or
 /// `None` when the environment does not ask for traces.
-pub fn layer<S>() -> Result<Option<(Box<dyn Layer<S> + Send + Sync>, Exporting)>, ExportError>
+pub fn layer<S>() -> Result<Option<(BoxedLayer<S>, Exporting)>, ExportError>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
