@@ -355,61 +355,51 @@ async fn nothing_is_exported_when_the_sdk_is_disabled() {
 async fn every_log_line_of_a_run_carries_its_run_id() {
     const LOGGER: &str = "\n[agents.logger]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"log-lines 3\"\nmax_steps = 1\n";
     let llm = FakeLlm::start().await.expect("fake llm");
-    {
-        let level = Some("info");
-        llm.push_for(
-            "retried",
-            [
-                Reply::error(500, "try again"),
-                Reply::call("echo", r#"{"text":"hi"}"#),
-                Reply::terminate(),
-            ],
-        );
-        tokio::task::block_in_place(|| {
-            let mut d = Daemon::unstarted(&llm, &format!("{AGENTS}{LOGGER}"));
-            d.spawn_with(&[], |cmd| {
-                match level {
-                    Some(level) => cmd.env("AGENTD_LOG", level),
-                    None => cmd.env_remove("AGENTD_LOG"),
-                };
-            });
-            let echoer = d.create_run("echoer", "retried");
-            let record = d.wait_run(&echoer, Duration::from_secs(60));
-            assert_eq!(record["outcome"], "finished", "{record}");
-            let logger = d.create_run("logger", "log");
-            d.wait_run(&logger, Duration::from_secs(60));
-            assert_eq!(d.stop(), Some(0));
-            let log = d.log_text();
-            let of = |needle: &str, id: &str| {
-                let lines: Vec<&str> = log.lines().filter(|l| l.contains(needle)).collect();
-                assert!(!lines.is_empty(), "no `{needle}` line at {level:?}:\n{log}");
-                for line in lines {
-                    assert!(
-                        line.contains(&format!("run_id={id}")),
-                        "without its run id: {line}\n{log}"
-                    );
-                }
-            };
-            of("LLM request failed; retrying", &echoer);
-            of("misbehave log line", &logger);
-            if level.is_some() {
-                // Between the daemon's start and its stop only the two runs
-                // logged, so every line in between is one of theirs.
-                let during = log
-                    .lines()
-                    .skip_while(|l| !l.contains("agentd listening"))
-                    .skip(1)
-                    .take_while(|l| !l.contains("shutting down") && !l.contains("SIGTERM"));
-                // (A guest's stdout is not yet among them: wasmtime writes it
-                // from a task of its own, outside the run's span.)
-                for line in during.filter(|l| !l.contains("stream=\"stdout\"")) {
-                    assert!(
-                        line.contains(&format!("run_id={echoer}"))
-                            || line.contains(&format!("run_id={logger}")),
-                        "a line of neither run: {line}\n{log}"
-                    );
-                }
+    llm.push_for(
+        "retried",
+        [
+            Reply::error(500, "try again"),
+            Reply::call("echo", r#"{"text":"hi"}"#),
+            Reply::terminate(),
+        ],
+    );
+    tokio::task::block_in_place(|| {
+        // `Daemon` runs `agentd serve` with AGENTD_LOG=info.
+        let mut d = Daemon::start(&llm, &format!("{AGENTS}{LOGGER}"));
+        let echoer = d.create_run("echoer", "retried");
+        let record = d.wait_run(&echoer, Duration::from_secs(60));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        let logger = d.create_run("logger", "log");
+        d.wait_run(&logger, Duration::from_secs(60));
+        assert_eq!(d.stop(), Some(0));
+        let log = d.log_text();
+        let of = |needle: &str, id: &str| {
+            let lines: Vec<&str> = log.lines().filter(|l| l.contains(needle)).collect();
+            assert!(!lines.is_empty(), "no `{needle}` line:\n{log}");
+            for line in lines {
+                assert!(
+                    line.contains(&format!("run_id={id}")),
+                    "without its run id: {line}\n{log}"
+                );
             }
-        });
-    }
+        };
+        of("LLM request failed; retrying", &echoer);
+        of("misbehave log line", &logger);
+        // Between the daemon's start and its stop only the two runs logged,
+        // so every line in between is one of theirs.
+        let during = log
+            .lines()
+            .skip_while(|l| !l.contains("agentd listening"))
+            .skip(1)
+            .take_while(|l| !l.contains("shutting down"));
+        // (A guest's stdout is not yet among them: wasmtime writes it from a
+        // task of its own, outside the run's span.)
+        for line in during.filter(|l| !l.contains("stream=\"stdout\"")) {
+            assert!(
+                line.contains(&format!("run_id={echoer}"))
+                    || line.contains(&format!("run_id={logger}")),
+                "a line of neither run: {line}\n{log}"
+            );
+        }
+    });
 }
