@@ -11,8 +11,7 @@ fn main() {
     let env = EnvFilter::try_from_env("AGENTD_LOG")
         .unwrap_or_else(|_| EnvFilter::new("warn,agentd::guest=info,agentd::guest_output=info"));
     // The log shows what AGENTD_LOG selects, never the spans meant for
-    // OpenTelemetry only, and always a run's own span, whatever the level:
-    // every line logged inside a run then carries its `run_id`.
+    // OpenTelemetry only.
     let filter = LogFilter(env);
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -58,19 +57,12 @@ fn main() {
 }
 
 /// The log's filter: `AGENTD_LOG`'s, less the spans meant for OpenTelemetry
-/// only, plus a run's own span at any level.
+/// only (a per-layer filter, so the OpenTelemetry layer sees them).
 struct LogFilter(EnvFilter);
 
-impl LogFilter {
-    /// `Some` when the answer does not depend on `AGENTD_LOG`.
-    fn fixed(meta: &Metadata<'_>) -> Option<bool> {
-        if meta.target() == agentd::otel::TARGET {
-            return Some(false);
-        }
-        // A run's span, the daemon's or the loop's: `run{run_id=.. agent=..}`.
-        (meta.is_span() && meta.name() == "run" && meta.target().starts_with("agentd::"))
-            .then_some(true)
-    }
+/// The spans of `agentd::otel`, which only the OpenTelemetry layer shows.
+fn is_otel(meta: &Metadata<'_>) -> bool {
+    meta.target() == agentd::otel::TARGET
 }
 
 impl<S> Filter<S> for LogFilter
@@ -78,19 +70,18 @@ where
     EnvFilter: Filter<S>,
 {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
-        Self::fixed(meta).unwrap_or_else(|| Filter::enabled(&self.0, meta, cx))
+        !is_otel(meta) && Filter::enabled(&self.0, meta, cx)
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        match Self::fixed(meta) {
-            Some(true) => Interest::always(),
-            Some(false) => Interest::never(),
-            None => Filter::<S>::callsite_enabled(&self.0, meta),
+        if is_otel(meta) {
+            return Interest::never();
         }
+        Filter::<S>::callsite_enabled(&self.0, meta)
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(Filter::<S>::max_level_hint(&self.0)?.max(LevelFilter::INFO))
+        Filter::<S>::max_level_hint(&self.0)
     }
 
     fn on_new_span(
