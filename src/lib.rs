@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod llm;
 pub mod mcp;
+pub mod otel;
 #[warn(missing_docs)]
 pub mod plan;
 #[warn(missing_docs)]

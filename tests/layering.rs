@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("time", 0),
     ("sync", 0),
     ("size", 0),
+    ("otel", 0),
     ("llm", 1),
     ("sandbox", 1),
     ("plugin", 2),

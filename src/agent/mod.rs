@@ -31,6 +31,6 @@ pub use files::{InputFile, KeptFile, KeptFiles, MAX_KEEP_LIMIT};
 pub use human::{Approve, Decision, HumanChannel, ReplyError, WaitSlot, Waiting};
 pub use outcome::{AgentState, Outcome, RunRecord};
 pub use resume::{Checkpoint, CheckpointHook, Prior};
-pub use run::{Agent, AgentError, RunOptions, Runtime};
+pub use run::{Agent, AgentError, RunOptions, Runtime, RUN_SPAN};
 pub use settings::{AgentConfig, RunLimits};
 pub use tool_provider::{NoToolProvider, ToolProvider, MCP_PREFIX};

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{info, warn, warn_span, Instrument};
 
 use super::context::{NextStep, RunContext};
 use super::counted_sandbox::CountedSandbox;
@@ -24,6 +24,10 @@ use crate::plugin::PluginHost;
 use crate::plugin::{Grants, RunTools, StrategyPlugin, ToolPlugin};
 use crate::sandbox::{Sandbox, SandboxProvider};
 use crate::sync::LockExt;
+
+/// The name of the span that carries a run's `run_id` and `agent` on its
+/// log lines; a caller that opens it (the daemon) is not given a second.
+pub const RUN_SPAN: &str = "run";
 
 /// What every run of every agent shares.
 pub struct Runtime {
@@ -178,12 +182,31 @@ impl Agent {
             cancel: cancel.clone(),
             sandbox: Some(sandbox.clone()),
         };
-        let span = info_span!("run", run_id = %run_id, agent = %self.config.name);
+        // The run's id on every log line of the run, whatever the log level
+        // (a `warn` span is enabled under the default filter, and prints
+        // nothing by itself). A daemon opens this span around the run
+        // already; a second one would print the same fields twice.
+        let span = match tracing::Span::current() {
+            caller if caller.metadata().is_some_and(|m| m.name() == RUN_SPAN) => caller,
+            _ => warn_span!(RUN_SPAN, run_id = %run_id, agent = %self.config.name),
+        };
+        // Its trace's root, `invoke_agent {agent}`, when traces are exported.
+        let trace = crate::otel::invoke_agent(&run_id, &self.config.name, || {
+            let snapshot = self.runtime.plugins.snapshot();
+            Some(
+                snapshot
+                    .strategy(&self.config.strategy)?
+                    .meta
+                    .version
+                    .clone(),
+            )
+        });
         let events = opts.events.clone();
         let keep = self.keep_spec(opts.keep_into.clone());
         let opts = RunOptions { cancel, ..opts };
         let builder = self
             .run_inner(run_id, request, opts, sandbox.clone())
+            .instrument(trace.clone())
             .instrument(span.clone())
             .await;
         // Whatever way the run ended, its kept files are copied out, then
@@ -196,6 +219,8 @@ impl Agent {
         guard.sandbox = None;
         let mut record = builder.into_record();
         record.files = files;
+        let model = &self.llm.settings().model;
+        crate::otel::run_ended(&trace, Some(model), record.outcome.as_str(), record.steps);
         span.in_scope(|| {
             info!(outcome = %record.outcome, steps = record.steps, error = record.error.as_deref().unwrap_or(""), "run ended")
         });
@@ -603,7 +628,8 @@ async fn step_loop(
         let started = std::time::Instant::now();
         let result = session
             .step(step_timeout, &cancel)
-            .instrument(info_span!("step", step))
+            .instrument(crate::otel::step(step))
+            .instrument(warn_span!("step", step))
             .await;
         ctx.metrics.step(started.elapsed(), session.plugin_time());
         let text = match result {

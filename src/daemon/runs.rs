@@ -446,7 +446,13 @@ impl RunManager {
             agent: summary.agent.clone(),
         });
         let me = self.clone();
-        let span = tracing::info_span!("run", run_id = %id, agent = %summary.agent);
+        // `warn`, so that the run id is on the run's lines under the default
+        // filter too; `Agent::run` finds it and opens no second one.
+        let span = tracing::warn_span!(
+            crate::agent::RUN_SPAN,
+            run_id = %id,
+            agent = %summary.agent
+        );
         let prior = resume.map(|r| r.prior);
         self.tasks.spawn(
             async move { me.drive(run, agent, request, place, prior, files).await }

@@ -266,14 +266,21 @@ impl LlmClient {
     /// Sends one chat request, retrying where the contract allows. The future
     /// may be dropped at any point (a cancelled run): nothing is left behind.
     pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        // The `chat {model}` span, when traces are exported (`crate::otel`).
+        let span = crate::otel::chat(&self.settings.model);
         let started = Instant::now();
-        let result = self.chat_with_retries(request).await;
+        let result = self.chat_with_retries(request, &span).await;
         self.metrics
             .operation(started.elapsed(), result.as_ref().err());
+        super::trace::record(&span, &result);
         result
     }
 
-    async fn chat_with_retries(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+    async fn chat_with_retries(
+        &self,
+        request: ChatRequest<'_>,
+        span: &tracing::Span,
+    ) -> Result<ChatResponse, LlmError> {
         if !self.is_configured() {
             return Err(LlmError::NotConfigured(super::setup::no_endpoint_help()));
         }
@@ -306,7 +313,7 @@ impl LlmClient {
 
         let mut spent = Attempts::default();
         loop {
-            let error = match self.timed_send(&body).await {
+            let error = match self.timed_send(&body, span).await {
                 Ok(r) => return Ok(r),
                 Err(LlmError::Connect {
                     url,
@@ -333,15 +340,23 @@ impl LlmClient {
     }
 
     /// [`Self::send_once`], recorded as one attempt.
-    async fn timed_send(&self, body: &bytes::Bytes) -> Result<ChatResponse, LlmError> {
+    async fn timed_send(
+        &self,
+        body: &bytes::Bytes,
+        span: &tracing::Span,
+    ) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
-        let result = self.send_once(body).await;
+        let result = self.send_once(body, span).await;
         self.metrics
             .attempt(started.elapsed(), result.as_ref().err());
         result
     }
 
-    async fn send_once(&self, body: &bytes::Bytes) -> Result<ChatResponse, LlmError> {
+    async fn send_once(
+        &self,
+        body: &bytes::Bytes,
+        span: &tracing::Span,
+    ) -> Result<ChatResponse, LlmError> {
         let req = match &self.endpoint {
             Some(url) => self.http.post(url.clone()),
             None => self.http.post(&self.url),
@@ -392,6 +407,7 @@ impl LlmClient {
             debug!(role = %message.role, "server answered with a non-assistant role; treating it as assistant");
             message.role = Role::Assistant;
         }
+        super::trace::response_model(span, parsed.model.as_deref());
         let usage = parsed.usage.unwrap_or_default();
         Ok(ChatResponse {
             message,

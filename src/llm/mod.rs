@@ -11,6 +11,7 @@ mod models;
 mod price;
 mod retry;
 pub mod setup;
+mod trace;
 mod wire;
 
 pub use answered::AnsweredEndpoints;

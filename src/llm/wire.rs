@@ -42,6 +42,9 @@ pub(super) struct ResponseBody {
     pub choices: Vec<Choice>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
+    /// The model that answered (`gen_ai.response.model` on the trace).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 #[derive(Deserialize)]

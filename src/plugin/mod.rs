@@ -74,6 +74,7 @@ pub mod strategy_host;
 pub mod tool;
 pub mod tool_host;
 pub mod tool_schema;
+mod trace;
 pub mod trust;
 pub mod watch;
 pub mod world;

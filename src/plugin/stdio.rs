@@ -17,6 +17,10 @@ use super::log_rate::LogRate;
 pub struct LogStream {
     rate: Arc<LogRate>,
     stream: &'static str,
+    /// The span current when the store was made (a run's, with its id):
+    /// wasmtime writes a guest's output from a task of its own, outside
+    /// it, and the line must still say which run printed it.
+    span: tracing::Span,
 }
 
 impl LogStream {
@@ -25,7 +29,11 @@ impl LogStream {
     /// (every `get-stdout` makes a new writer, so the budget cannot live in
     /// the writer).
     pub fn new(rate: Arc<LogRate>, stream: &'static str) -> Self {
-        LogStream { rate, stream }
+        LogStream {
+            rate,
+            stream,
+            span: tracing::Span::current(),
+        }
     }
 }
 
@@ -40,6 +48,7 @@ impl StdoutStream for LogStream {
         Box::new(LineWriter {
             rate: self.rate.clone(),
             stream: self.stream,
+            span: self.span.clone(),
             buf: Vec::new(),
         })
     }
@@ -51,6 +60,7 @@ const MAX_LINE: usize = 8 * 1024;
 struct LineWriter {
     rate: Arc<LogRate>,
     stream: &'static str,
+    span: tracing::Span,
     buf: Vec<u8>,
 }
 
@@ -64,6 +74,7 @@ impl LineWriter {
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
+        let _run = self.span.enter();
         tracing::info!(target: "agentd::guest_output", plugin = %self.rate.plugin(), stream = self.stream, "{text}");
     }
 
@@ -122,6 +133,7 @@ mod tests {
         LineWriter {
             rate: LogRate::new("p".into()),
             stream: "stdout",
+            span: tracing::Span::none(),
             buf: Vec::new(),
         }
     }

@@ -271,11 +271,15 @@ impl agent::Host for StrategyState {
             return Ok(Err(error(ErrorCode::Failed, observation)));
         }
         self.host.tool_started(&call);
+        // `execute_tool {tool}`, when traces are exported (`crate::otel`).
+        let trace =
+            crate::otel::execute_tool(&call.name, &call.id, || self.tools.version_of(&call.name));
         let result = {
             // The tool's own time counts, under its name.
             let _running = self.clock.enter(call.name.as_str().into());
             self.tools.invoke(&call.name, &call.arguments).await
         };
+        super::trace::tool_ended(&trace, &result);
         // What the tool returned is cut to the run's limit before anything
         // keeps it: the event, the strategy, the transcript.
         match result {

@@ -240,6 +240,11 @@ impl ToolBox {
         self
     }
 
+    /// The version tool `name` gave of itself (`None` for a host-served one).
+    pub fn version_of(&self, name: &str) -> Option<String> {
+        Some(self.plugins.get(name)?.meta.version.clone())
+    }
+
     /// Calls tool `name` with the model's `arguments`, instantiating it on the
     /// first call. A trap discards the instance, so the next call starts fresh.
     /// Recorded as a tool call (`plugin/metrics.rs`), under `unknown` for a

@@ -27,6 +27,11 @@ pub const AGENTD_ENV: &[&str] = &[
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
     "DOCKER_HOST",
+    // A developer's collector must not receive (or shape) the tests' traces.
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
 ];
 
 /// An `agentd` command (`exe`) with none of [`AGENTD_ENV`] inherited, so
