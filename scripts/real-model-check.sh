@@ -73,4 +73,4 @@ curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null || {
 echo "real-model: SmolLM2-135M-Instruct on http://127.0.0.1:$port/v1 (log $log)"
 
 AGENTD_REAL_MODEL_URL="http://127.0.0.1:$port/v1" AGENTD_REAL_MODEL=smollm2 \
-  cargo test --test real_model -- --ignored --nocapture
+  cargo test --test integration real_model:: -- --ignored --nocapture

@@ -5,7 +5,7 @@
 //! crosses them `token_limit` at its next LLM request, and survive a
 //! restart.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

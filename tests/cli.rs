@@ -1,7 +1,7 @@
 //! The `agentd` binary, spawned: `run --local`, its JSON record, its exit
 //! codes and its error messages.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

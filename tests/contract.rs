@@ -3,7 +3,7 @@
 //! real server would refuse before sending it, a cut answer says so, and
 //! components built against 0.1.0 still run.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

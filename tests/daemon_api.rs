@@ -2,7 +2,7 @@
 //! runs end to end, following, the queue, cancelling, and every error the
 //! API promises.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

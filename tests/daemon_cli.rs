@@ -1,7 +1,7 @@
 //! The `agentd` CLI against the real daemon: every command over the socket,
 //! exit codes matching `run --local`, and the message when no daemon runs.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 use std::time::Duration;

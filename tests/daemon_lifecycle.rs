@@ -2,7 +2,7 @@
 //! activation, SIGHUP, SIGTERM with runs in flight, and `kill -9` followed
 //! by a restart. Runs use a real Docker sandbox (scripts/ensure-docker.sh).
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::os::unix::process::CommandExt;

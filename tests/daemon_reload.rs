@@ -12,7 +12,7 @@
 //! Nothing here sleeps to let the daemon catch up: every wait polls with a
 //! generous deadline, so a loaded machine makes the tests slower, not red.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

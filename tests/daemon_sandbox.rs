@@ -2,7 +2,7 @@
 //! cancelling a command mid-way, and many runs at once, each in its own
 //! container. Needs a Docker engine (scripts/ensure-docker.sh).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! that exactly its check (and those that depend on it) fails with a fix,
 //! and that the exit status says so.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

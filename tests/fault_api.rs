@@ -5,7 +5,7 @@
 //! still answers within a second, a bystander run finishes, no container is
 //! left, and no committed run changed.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

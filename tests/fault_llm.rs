@@ -5,7 +5,7 @@
 //! cause, while the daemon keeps answering and another run (on a healthy
 //! endpoint) finishes. Real daemon, real Docker, real wasm, loopback only.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -7,7 +7,7 @@
 //! The tmpfs tests mount a file system, so they need root (as the suite
 //! runs); the mount is undone by a guard even when a test fails.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;

@@ -11,7 +11,7 @@
 //! ends `error` naming the plugin and the cause. Needs a Docker engine
 //! (scripts/ensure-docker.sh) and the `agentd-sandbox-tiny` image.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! and the scripted fake LLM; each test asserts the invariants of
 //! `common::fault`. Needs a Docker engine (scripts/ensure-docker.sh).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

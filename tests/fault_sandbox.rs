@@ -9,7 +9,7 @@
 //! (scripts/build-images.sh --tiny-only) and root (the engine-restart test
 //! starts a private `dockerd`; the log test reads the engine's folder).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

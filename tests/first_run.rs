@@ -3,7 +3,7 @@
 //! the fix, or work from the plugins shipped beside the binary, instead of
 //! failing after seconds of retries.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -3,7 +3,7 @@
 //! tool calls held for approval, and what waiting does to the run's limits,
 //! its slot, its sandbox, a cancel and a shutdown.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};

@@ -15,7 +15,7 @@
 //! (a `systemctl` stand-in records the calls), and a system service with
 //! another state folder is refused before anything is built or installed.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! component and the scripted fake LLM; TLS is a real rustls endpoint on
 //! loopback in front of it.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

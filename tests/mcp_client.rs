@@ -4,7 +4,7 @@
 //! (npm) over stdio and over Streamable HTTP, and a server written with the
 //! Python `mcp` SDK (`tests/mcp/python_server.py`), started by the daemon.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

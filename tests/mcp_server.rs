@@ -5,7 +5,7 @@
 //! (scripts/ensure-docker.sh) and the images (scripts/build-images.sh);
 //! the 403 test needs root, to run a client as `nobody`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

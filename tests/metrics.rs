@@ -4,7 +4,7 @@
 //! counts; and `[daemon] metrics_listen` serves `/metrics` over TCP and
 //! nothing else.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};

@@ -2,7 +2,7 @@
 //! real `planning.wasm` and tool components, the run loop, and the scripted
 //! fake LLM, which refuses a conversation a real server would refuse.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

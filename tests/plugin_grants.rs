@@ -5,7 +5,7 @@
 //! `grant_bystander`, one component built under two names
 //! (`plugins/grant_probe`).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

@@ -9,7 +9,7 @@
 //! `target/kit-projects`, shared by every test: their dependencies
 //! (wit-bindgen) compile once.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! from `plugins/` (`versioned_v1`/`versioned_v2` are one plugin at two
 //! versions; `versioned_bad` reports an empty version).
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

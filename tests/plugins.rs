@@ -1,7 +1,7 @@
 //! Loading plugin components: the right worlds, names from metadata, and bad
 //! files refused with a reason while the others load.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -14,7 +14,7 @@
 //! compiles them, the others load them from the cache. Needs a Docker
 //! engine (scripts/ensure-docker.sh) and the `agentd-sandbox-tiny` image.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `user` messages, and the host's stuck detection, step limit and special
 //! tools applying as for `toolcall`.
 
-mod common;
+use crate::common;
 
 use std::sync::Mutex;
 

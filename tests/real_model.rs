@@ -11,7 +11,7 @@
 //! outcome. Whether the model solves the task is not checked: at 135M
 //! parameters it often does not.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

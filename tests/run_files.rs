@@ -6,7 +6,7 @@
 //! and `agentd files`, pruned with the run, and carried into a resumed run.
 //! Needs a Docker engine (scripts/ensure-docker.sh).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

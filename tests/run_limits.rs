@@ -4,7 +4,7 @@
 //! wall clock over LLM waits and plugin time, the step's call limit, what
 //! a strategy returns as its step result.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The run loop against real plugin components and the fake LLM: every
 //! "keep" and "fix" of the agent contract.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! starts from its predecessor's plan; a 0.2.2 strategy (no `plan` import)
 //! still runs in the 0.2.3 host.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! already); the CLI with `--steps`, the links in `agentd runs` and `GET`,
 //! and `agentd show` as one story with its marker.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! scripts/ensure-docker.sh and build the image with
 //! `scripts/build-images.sh --tiny-only`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

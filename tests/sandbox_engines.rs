@@ -8,7 +8,7 @@
 //! the test creates in the container), so where each run sits can be read
 //! from each engine's containers, without timing.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

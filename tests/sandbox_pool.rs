@@ -4,7 +4,7 @@
 //! reaps a dead daemon's pooled containers, and a `[sandbox]` change
 //! drains it. Needs a Docker engine (scripts/ensure-docker.sh).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! Needs a Docker engine (scripts/ensure-docker.sh) and the images
 //! (scripts/build-images.sh); fails, never skips, without them.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

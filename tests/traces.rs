@@ -7,7 +7,7 @@
 //! turn it off;
 //! and every log line of a run carries its run id.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
