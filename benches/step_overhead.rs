@@ -157,6 +157,7 @@ async fn main() -> anyhow::Result<()> {
                     messages: &window,
                     tools: &specs,
                     tool_choice: ToolChoice::Auto,
+                    run_id: None,
                 })
                 .await?;
             http.push(t.elapsed());

@@ -242,3 +242,91 @@ async fn daily_budgets_end_a_crossing_run_refuse_new_ones_and_survive_a_restart(
         );
     });
 }
+
+/// The history's view of `run_id`'s row: `(prompt_tokens, ended_at_ms)`.
+fn history_row(d: &Daemon, run_id: &str) -> (i64, Option<i64>) {
+    let db = rusqlite::Connection::open(d.state_dir.join("history.db")).expect("open history");
+    db.query_row(
+        "SELECT prompt_tokens, ended_at_ms FROM runs WHERE id = ?1",
+        [run_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
+    .expect("the run's row")
+}
+
+/// A daemon killed while tools run: the tokens of the step under way are
+/// in the history already (saved with the model's answer, not at the next
+/// step), so the restarted daemon counts them; and a run the dead daemon
+/// left unfinished since the day before yesterday ends at its last sign of
+/// life, not at the restart, so its tokens are not today's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_keeps_the_step_under_ways_tokens_and_charges_orphans_to_their_day() {
+    let shell = "\n[agents.shell]\nstrategy = \"toolcall\"\ntools = [\"bash\", \"terminate\"]\nmax_steps = 5\n";
+    let (llm, mut d) = daemon(&format!("daily_token_budget = 100000\n{shell}")).await;
+    let prompt_tokens = 700;
+    let per_request = prompt_tokens + FAKE_COMPLETION_TOKENS;
+    llm.set_prompt_tokens(prompt_tokens);
+    for request in ["today", "long ago"] {
+        llm.push_for(request, [Reply::call("bash", r#"{"command":"sleep 600"}"#)]);
+    }
+    tokio::task::block_in_place(|| {
+        let today = d.create_run("shell", "today");
+        let long_ago = d.create_run("shell", "long ago");
+        for id in [&today, &long_ago] {
+            d.wait_for_event(id, "tool_call");
+            // The tool sleeps: no step starts and the run does not end, so
+            // only the answer's own save can have put its tokens here.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while history_row(&d, id).0 != prompt_tokens as i64 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "run {id}: the answer's tokens never reached the history: {:?}",
+                    history_row(&d, id)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        d.kill9();
+
+        // The second run was left by a daemon that died two days ago.
+        const TWO_DAYS_MS: i64 = 2 * 24 * 3600 * 1000;
+        let db = rusqlite::Connection::open(d.state_dir.join("history.db")).expect("open");
+        db.execute(
+            "UPDATE runs SET created_at_ms = created_at_ms - ?2,
+                 started_at_ms = started_at_ms - ?2 WHERE id = ?1",
+            rusqlite::params![long_ago, TWO_DAYS_MS],
+        )
+        .expect("age the run");
+        db.execute(
+            "UPDATE events SET at_ms = at_ms - ?2 WHERE run_id = ?1",
+            rusqlite::params![long_ago, TWO_DAYS_MS],
+        )
+        .expect("age its events");
+        let last_sign_of_life: i64 = db
+            .query_row(
+                "SELECT MAX(at_ms) FROM events WHERE run_id = ?1",
+                [&long_ago],
+                |row| row.get(0),
+            )
+            .expect("its last event");
+        drop(db);
+
+        d.spawn(&[]);
+        let (status, s) = d.get("/v1/status");
+        assert_eq!(status, 200, "{s}");
+        assert_eq!(
+            s["token_budgets"]["used_today"], per_request,
+            "today's run only, its one answer counted: {s}"
+        );
+        let record = d.wait_run(&long_ago, Duration::from_secs(10));
+        assert_eq!(record["outcome"], "interrupted", "{record}");
+        assert_eq!(
+            history_row(&d, &long_ago),
+            (prompt_tokens as i64, Some(last_sign_of_life)),
+            "ended at its last event"
+        );
+        let record = d.wait_run(&today, Duration::from_secs(10));
+        assert_eq!(record["outcome"], "interrupted", "{record}");
+        assert_eq!(usage_total(&record), per_request, "{record}");
+    });
+}

@@ -382,28 +382,11 @@ async fn runs_are_listed_newest_first_page_by_page() {
 /// Needs root to act as another user.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_who_is_not_allowed_gets_403() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test runs a client as another user and needs root"
-    );
     let (_llm, d) = daemon("").await;
     tokio::task::block_in_place(|| {
-        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
-        // Let `nobody` reach the socket at all: the file mode is the first
-        // gate, the credential check the second, tested here.
-        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod dir");
-        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
-            .expect("chmod socket");
-        // A copy `nobody` can execute wherever the build tree lives (a
-        // checkout under a 0700 folder, say).
-        let client = d.dir.path().join("agentd-client");
-        std::fs::copy(env!("CARGO_BIN_EXE_agentd"), &client).expect("copy the client");
-        std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod client");
+        d.open_socket_to_all();
+        let client = d.client_for_all();
         let out = std::process::Command::new(&client)
             .args(["status", "--json", "--socket"])
             .arg(&d.socket)

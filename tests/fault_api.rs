@@ -429,15 +429,11 @@ async fn a_refused_peer_gets_403_and_is_disconnected() {
     );
     let (llm, d) = daemon("").await;
     let (first, bystander_id) = tokio::task::block_in_place(|| {
-        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         let (committed, first) = commit_one(&d, &llm);
         let bystander = Bystander::start(&d, &llm);
         // Let `nobody` reach the socket: the credential check is the gate.
-        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod dir");
-        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
-            .expect("chmod socket");
+        d.open_socket_to_all();
         // Two requests in one curl: with keep-alive it would reuse the
         // connection for the second.
         let out = std::process::Command::new("curl")

@@ -137,6 +137,7 @@ async fn finish_reason_is_exposed() {
         messages: std::slice::from_ref(&USER),
         tools: &[],
         tool_choice: ToolChoice::Auto,
+        run_id: None,
     };
     llm.push_all([
         Reply::Choice(
@@ -464,7 +465,7 @@ async fn the_system_trust_store_is_trusted() {
     let out = tokio::process::Command::new(exe)
         .args([
             "--exact",
-            "system_store_child",
+            "llm_client::system_store_child",
             "--include-ignored",
             "--nocapture",
         ])
@@ -502,6 +503,7 @@ async fn system_store_child() {
             messages: std::slice::from_ref(&USER),
             tools: &[],
             tool_choice: ToolChoice::Auto,
+            run_id: None,
         })
         .await
         .expect("the CA in SSL_CERT_FILE is trusted");
@@ -521,6 +523,7 @@ async fn chat_once(client: &LlmClient) -> Result<agentd::llm::ChatResponse, LlmE
             messages: &messages,
             tools: &[],
             tool_choice: ToolChoice::Auto,
+            run_id: None,
         })
         .await
 }

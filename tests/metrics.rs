@@ -379,6 +379,136 @@ async fn metrics_listen_serves_metrics_and_nothing_else() {
     });
 }
 
+/// Polls `GET /v1/runs/{id}` until the run is in `state`.
+fn wait_state(d: &Daemon, id: &str, state: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, v) = d.get(&format!("/v1/runs/{id}"));
+        assert_eq!(status, 200, "{v}");
+        if v["state"] == state {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {id} never got to {state}: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The run gauges with runs in each state: one running (its model slow),
+/// one waiting for a person (active, and waiting), one queued behind them
+/// (`max_concurrent_runs = 2`); and back to 0 once they end.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_run_gauges_count_running_waiting_and_queued_runs() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "ask",
+        [
+            Reply::call("ask_human", r#"{"inquire":"Which branch?"}"#),
+            Reply::terminate(),
+        ],
+    );
+    llm.push_for(
+        "think slowly",
+        [Reply::Delayed(
+            Duration::from_secs(300),
+            Box::new(Reply::terminate()),
+        )],
+    );
+    llm.push_for("wait your turn", [Reply::terminate()]);
+    let agents = "max_concurrent_runs = 2\n\
+        \n[agents.asker]\nstrategy = \"toolcall\"\ntools = [\"ask_human\", \"terminate\"]\nmax_steps = 4\n\
+        \n[agents.echoer]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = 4\n";
+    let plugins = [
+        ("toolcall.wasm", "toolcall"),
+        ("terminate.wasm", "terminate"),
+        ("echo.wasm", "echo"),
+        ("ask_human.wasm", "ask_human"),
+    ];
+    tokio::task::block_in_place(|| {
+        let d = Daemon::start_with_plugins(&llm, &plugins, agents);
+        let asker = d.create_run("asker", "ask");
+        wait_state(&d, &asker, "waiting");
+        let slow = d.create_run("echoer", "think slowly");
+        wait_state(&d, &slow, "running");
+        let queued = d.create_run("echoer", "wait your turn");
+        wait_state(&d, &queued, "queued");
+
+        let s = scrape(&d);
+        assert_eq!(
+            value(&s, "agentd_runs_active", &[]),
+            2.0,
+            "running and waiting"
+        );
+        assert_eq!(value(&s, "agentd_runs_waiting", &[]), 1.0);
+        assert_eq!(value(&s, "agentd_runs_queued", &[]), 1.0);
+
+        for id in [&asker, &slow, &queued] {
+            let (status, v) = d.post(&format!("/v1/runs/{id}/cancel"), "");
+            assert!(status == 200 || status == 202, "{status} {v}");
+        }
+        for id in [&asker, &slow, &queued] {
+            d.wait_run(id, Duration::from_secs(60));
+        }
+        let s = scrape(&d);
+        for gauge in [
+            "agentd_runs_active",
+            "agentd_runs_queued",
+            "agentd_runs_waiting",
+        ] {
+            assert_eq!(value(&s, gauge, &[]), 0.0, "{gauge}");
+        }
+    });
+}
+
+/// The TCP listener keeps the socket's limits: at most 8 connections (a
+/// 9th is closed unanswered), and idle ones are closed after
+/// `header_timeout`, so whoever reaches the port cannot hold the daemon's
+/// descriptors.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_listen_caps_its_connections_and_closes_idle_ones() {
+    let port = free_port();
+    let (_llm, _d) = daemon(&format!(
+        "metrics_listen = \"127.0.0.1:{port}\"\nheader_timeout = 3"
+    ))
+    .await;
+    tokio::task::block_in_place(|| {
+        let idle: Vec<TcpStream> = (0..8)
+            .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+            .collect();
+        // The ninth: closed at accept, before it can be answered.
+        let mut ninth = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        ninth
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let _ = write!(
+            ninth,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        );
+        let mut answer = Vec::new();
+        let _ = ninth.read_to_end(&mut answer);
+        assert!(
+            answer.is_empty(),
+            "a ninth connection was served: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        // The idle eight are closed by the header timeout, not held.
+        for mut conn in idle {
+            conn.set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            let mut buf = [0u8; 64];
+            match conn.read(&mut buf) {
+                Ok(0) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+                other => panic!("an idle connection was not closed: {other:?}"),
+            }
+        }
+        let (status, _, body) = http(port, "GET", "/metrics");
+        assert_eq!(status, 200, "{body}");
+    });
+}
+
 #[test]
 fn a_bad_metrics_listen_stops_start_up_naming_the_key() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -466,22 +596,10 @@ async fn metrics_time_sandboxes_and_show_the_pool() {
 /// the peer check like every route (curl run as `nobody` gets 403).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sockets_metrics_are_behind_the_peer_check() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test runs a client as another user and needs root"
-    );
     let (_llm, d) = daemon("").await;
     tokio::task::block_in_place(|| {
-        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
-        // The file mode is the first gate; the credential check, tested
-        // here, the second.
-        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod dir");
-        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
-            .expect("chmod socket");
+        d.open_socket_to_all();
         let curl = |uid: u32| {
             let out = std::process::Command::new("curl")
                 .args([

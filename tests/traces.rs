@@ -246,6 +246,7 @@ async fn a_run_exports_invoke_agent_chat_and_execute_tool_spans_linked_in_one_tr
                 parent.name
             );
             assert_eq!(parent.parent_span_id, run.span_id, "step under the run");
+            assert_eq!(attr(parent, "agentd.run.id"), id.as_str());
             attr(parent, "agentd.step").as_u64().expect("agentd.step")
         };
 
@@ -264,6 +265,7 @@ async fn a_run_exports_invoke_agent_chat_and_execute_tool_spans_linked_in_one_tr
             assert_eq!(attr(chat, "gen_ai.response.model"), "fake");
             assert_eq!(attr(chat, "gen_ai.usage.input_tokens"), 42);
             assert_eq!(attr(chat, "gen_ai.usage.output_tokens"), 5);
+            assert_eq!(attr(chat, "agentd.run.id"), id.as_str());
             chat_steps.push(step_of(chat));
         }
         chat_steps.sort();
@@ -280,6 +282,7 @@ async fn a_run_exports_invoke_agent_chat_and_execute_tool_spans_linked_in_one_tr
         assert_eq!(attr(echo, "gen_ai.operation.name"), "execute_tool");
         assert_eq!(attr(echo, "gen_ai.tool.name"), "echo");
         assert_eq!(attr(echo, "gen_ai.tool.call.id"), call_id.as_str());
+        assert_eq!(attr(echo, "agentd.run.id"), id.as_str());
         assert_eq!(
             attr(echo, "agentd.plugin.tool.version"),
             plugin_version(&d, "echo").as_str()
@@ -349,10 +352,19 @@ async fn nothing_is_exported_when_the_sdk_is_disabled() {
 }
 
 /// Every line a run logs at `AGENTD_LOG=info` carries its run id: the
-/// loop's, the LLM client's retries, the strategy's own (`logging.log`).
-/// Logs and traces then join on it.
+/// loop's, the LLM client's retries, the strategy's own (`logging.log`),
+/// a guest's stdout. Logs and traces then join on it. Both with traces
+/// exported and without: exported, the spans current in a run are
+/// OpenTelemetry ones, which the log leaves out.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_log_line_of_a_run_carries_its_run_id() {
+    log_lines_carry_their_run_id(None).await;
+    let receiver = Receiver::start().await;
+    log_lines_carry_their_run_id(Some(&receiver.endpoint())).await;
+    assert!(receiver.requests() > 0, "the runs' spans were exported");
+}
+
+async fn log_lines_carry_their_run_id(otlp_endpoint: Option<&str>) {
     const LOGGER: &str = "\n[agents.logger]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"log-lines 3\"\nmax_steps = 1\n";
     let llm = FakeLlm::start().await.expect("fake llm");
     llm.push_for(
@@ -365,7 +377,14 @@ async fn every_log_line_of_a_run_carries_its_run_id() {
     );
     tokio::task::block_in_place(|| {
         // `Daemon` runs `agentd serve` with AGENTD_LOG=info.
-        let mut d = Daemon::start(&llm, &format!("{AGENTS}{LOGGER}"));
+        let mut d = Daemon::unstarted(&llm, &format!("{AGENTS}{LOGGER}"));
+        match otlp_endpoint {
+            Some(endpoint) => d.spawn(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+                ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+            ]),
+            None => d.spawn(&[]),
+        }
         let echoer = d.create_run("echoer", "retried");
         let record = d.wait_run(&echoer, Duration::from_secs(60));
         assert_eq!(record["outcome"], "finished", "{record}");

@@ -735,6 +735,7 @@ impl RunHost for RunContext {
                 messages: &messages,
                 tools: &tools,
                 tool_choice,
+                run_id: Some(&self.run_id),
             })
             .await
             .map_err(|e| ChatFailure::Failed(e.to_string()))?;
@@ -787,6 +788,10 @@ impl RunHost for RunContext {
             ));
         }
         Ok(())
+    }
+
+    fn run_id(&self) -> Option<&str> {
+        Some(&self.run_id)
     }
 
     fn tool_started(&self, call: &ToolCall) {

@@ -628,7 +628,7 @@ async fn step_loop(
         let started = std::time::Instant::now();
         let result = session
             .step(step_timeout, &cancel)
-            .instrument(crate::otel::step(step))
+            .instrument(crate::otel::step(step, &ctx.run_id))
             .instrument(warn_span!("step", step))
             .await;
         ctx.metrics.step(started.elapsed(), session.plugin_time());

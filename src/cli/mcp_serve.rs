@@ -77,8 +77,24 @@ async fn bridge(socket: &Path) -> Result<(), BridgeError> {
                     _ => None,
                 };
                 let initialize = is_initialize(&message);
-                let send = daemon.send(message);
-                sends.spawn(async move { Sent { id, initialize, result: send.await.map_err(|e| e.to_string()) } });
+                // The transport hands a message to its worker when the send
+                // is first polled, so each is polled once here, in the
+                // client's order, before the rest of it (the answer) goes
+                // to its own task. Spawned unpolled, a burst of lines let
+                // the scheduler start a `tools/call` before the
+                // `notifications/initialized` ahead of it; the worker took
+                // the call for the notification and quit, and every request
+                // after it was answered "Transport channel closed".
+                let mut send = Box::pin(daemon.send(message));
+                match futures::poll!(&mut send) {
+                    std::task::Poll::Ready(result) => {
+                        let sent = Sent { id, initialize, result: result.map_err(|e| e.to_string()) };
+                        settle(&mut client, sent).await?;
+                    }
+                    std::task::Poll::Pending => {
+                        sends.spawn(async move { Sent { id, initialize, result: send.await.map_err(|e| e.to_string()) } });
+                    }
+                }
             }
             from_daemon = daemon.receive() => {
                 let Some(message) = from_daemon else {

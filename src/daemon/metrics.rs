@@ -270,9 +270,14 @@ pub async fn route(State(d): State<Arc<Daemon>>) -> Response {
 /// until `stop`. No peer check is possible on TCP: the address is the
 /// operator's choice (loopback, or a network their scraper is on), and
 /// what it serves is read-only counts with no prompt, output or run id.
+/// At most this many scrapers at once: a Prometheus server needs one, a
+/// second during a migration; past it a connection is closed at accept.
+pub const MAX_CONNECTIONS: usize = 8;
+
 pub async fn listen(
     addr: SocketAddr,
     daemon: Arc<Daemon>,
+    limits: super::server::ServerLimits,
     stop: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, MetricsError> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -284,13 +289,14 @@ pub async fn listen(
         .fallback(|| async { (StatusCode::NOT_FOUND, "only /metrics is served here\n") })
         .with_state(daemon);
     info!(address = %bound, "serving metrics over TCP");
-    Ok(tokio::spawn(async move {
-        let shutdown = async move { stop.cancelled().await };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            warn!(error = %e, "the metrics listener stopped");
-        }
-    }))
+    // The socket's accept loop's timeouts and a cap of its own: a plain
+    // `axum::serve` would let anyone who reaches the port hold connections
+    // (and descriptors) open without limit.
+    Ok(tokio::spawn(super::server::serve_tcp(
+        listener,
+        app,
+        MAX_CONNECTIONS,
+        limits,
+        stop,
+    )))
 }

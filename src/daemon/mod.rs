@@ -198,6 +198,11 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     let mcp = mcp_server::service(&daemon, mcp_stop.clone());
     let app = routes::router(daemon.clone(), body_limits, plugin_body_limits, mcp);
     let stop = tokio_util::sync::CancellationToken::new();
+    if let Some(addr) = metrics_listen {
+        // Before the socket serves: an address that cannot be bound stops
+        // start-up, naming the key, before any client got an answer.
+        metrics::listen(addr, daemon.clone(), limits.clone(), stop.clone()).await?;
+    }
     let server = tokio::spawn(server::serve(
         bound.listener,
         app,
@@ -205,11 +210,6 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
         limits,
         stop.clone(),
     ));
-    if let Some(addr) = metrics_listen {
-        // Before READY=1: an address that cannot be bound stops start-up,
-        // naming the key.
-        metrics::listen(addr, daemon.clone(), stop.clone()).await?;
-    }
     info!(socket = %bound.path.display(), "agentd listening");
     systemd::ready(&status_line(&daemon));
     systemd::spawn_watchdog();

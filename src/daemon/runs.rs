@@ -528,13 +528,19 @@ impl RunManager {
             keep_into: Some(super::artifacts::run_dir(&self.artifacts, &run.id)),
             budget: self.budgets.as_ref().map(|b| {
                 let live = run.clone();
+                let history = self.history.clone();
                 b.for_run(&agent.config().name, move |usage| {
-                    // The summary counts as it goes: `show` of a running
-                    // run, and its row at each step, carry it.
-                    live.update(|s| {
+                    // The summary counts as it goes (`show` of a running
+                    // run), and its row is saved with each response's
+                    // tokens: a daemon killed before the next step still
+                    // has them in the history, so the daily budgets count
+                    // them after the restart. Row saves of one run coalesce
+                    // in the writer's queue, so this adds no commit.
+                    let row = live.update(|s| {
                         s.usage += usage;
                         s.cost = live.price.cost(s.usage);
                     });
+                    history.save_run(row);
                 })
             }),
         };

@@ -136,6 +136,51 @@ pub async fn serve(
     connections.wait().await;
 }
 
+/// Serves `app` on a TCP `listener` (`[daemon] metrics_listen`) until
+/// `stop`: at most `max_connections` at once (one past it is closed at
+/// accept, unanswered: nothing on this port is worth a task), with the
+/// socket's `header_timeout` and `write_timeout`. No peer check is
+/// possible on TCP; what is served here is the operator's choice.
+pub async fn serve_tcp(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    max_connections: usize,
+    limits: ServerLimits,
+    stop: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(max_connections.max(1)));
+    let connections = TaskTracker::new();
+    let mut refusals = RefusalLog::new("metrics_listen's connections");
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                warn!(error = %e, "cannot accept a metrics connection");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            refusals.note(max_connections, None);
+            continue;
+        };
+        connections.spawn(serve_connection(
+            stream,
+            app.clone(),
+            Caller { uid: None },
+            limits.clone(),
+            stop.clone(),
+            permit,
+        ));
+    }
+    connections.close();
+    connections.wait().await;
+}
+
 /// What one connection holds of the caps, given back when its task ends
 /// (dropped with it, however it ends).
 struct Held {
@@ -143,14 +188,17 @@ struct Held {
     _slot: UserSlot,
 }
 
-async fn serve_connection(
-    stream: UnixStream,
+async fn serve_connection<S, H>(
+    stream: S,
     app: Router,
     caller: Caller,
     limits: ServerLimits,
     stop: CancellationToken,
-    _held: Held,
-) {
+    _held: H,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Send,
+{
     // Every request of the connection carries who sent it, as read at
     // accept: the kernel's credentials, never something the client says.
     let app = app.map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {

@@ -34,6 +34,9 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
     pub tool_choice: ToolChoice,
+    /// The run asking, for its trace's `chat` span (`agentd.run.id`); never
+    /// sent to the server.
+    pub run_id: Option<&'a str>,
 }
 
 #[derive(Debug, Clone)]
@@ -267,7 +270,7 @@ impl LlmClient {
     /// may be dropped at any point (a cancelled run): nothing is left behind.
     pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
         // The `chat {model}` span, when traces are exported (`crate::otel`).
-        let span = crate::otel::chat(&self.settings.model);
+        let span = crate::otel::chat(&self.settings.model, request.run_id);
         let started = Instant::now();
         let result = self.chat_with_retries(request, &span).await;
         self.metrics

@@ -117,7 +117,10 @@ pub async fn connect(
                 })?;
             let pid = child.id();
             if let Some(stderr) = stderr {
-                tokio::spawn(log_stderr(name.to_string(), stderr));
+                // Its lines under the span of whoever started it (a run's,
+                // for a server of the run's own): see `LogParent`.
+                let parent = crate::otel::LogParent::current();
+                tokio::spawn(log_stderr(name.to_string(), stderr, parent));
             }
             let service = events
                 .serve(child)
@@ -153,7 +156,12 @@ const MAX_LOG_LINE: usize = 2048;
 
 /// Copies a stdio server's stderr to the log, line by line, each cut to
 /// [`MAX_LOG_LINE`], until the process closes it.
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+/// `parent`: whose lines these are (a run's, for a per-run server).
+async fn log_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    parent: crate::otel::LogParent,
+) {
     let mut lines = BufReader::new(stderr);
     let mut buf = Vec::new();
     loop {
@@ -169,7 +177,7 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
                 let text = String::from_utf8_lossy(&buf);
                 let text = text.trim_end();
                 if !text.is_empty() {
-                    tracing::info!(mcp_server = %server, "{text}");
+                    tracing::info!(parent: parent.id(), mcp_server = %server, "{text}");
                 }
                 // Skip the rest of an over-long line, a bounded piece at a time.
                 let mut ended = buf.last() == Some(&b'\n');

@@ -80,20 +80,26 @@ pub fn run_ended(span: &Span, model: Option<&str>, outcome: &str, steps: u32) {
 
 /// One step of a run's loop, `step {n}`: the parent of that step's `chat`
 /// and `execute_tool` spans.
-pub fn step(step: u32) -> Span {
+///
+/// Every span of a run carries `agentd.run.id`, not only its root: a
+/// backend's search for a run's slow `chat` or failing `execute_tool`
+/// filters spans by attribute, and most cannot join a span to its root's.
+pub fn step(step: u32, run_id: &str) -> Span {
     tracing::info_span!(
         target: "agentd::otel",
         "step",
         otel.name = %format_args!("step {step}"),
         otel.kind = "internal",
         otel.status_code = Empty,
+        agentd.run.id = run_id,
         agentd.step = i64::from(step),
         error.type = Empty,
     )
 }
 
-/// One LLM request, `chat {model}` (kind `client`), retries included.
-pub fn chat(model: &str) -> Span {
+/// One LLM request, `chat {model}` (kind `client`), retries included;
+/// `run_id` is the run that asked, when one did.
+pub fn chat(model: &str, run_id: Option<&str>) -> Span {
     tracing::info_span!(
         target: "agentd::otel",
         "chat",
@@ -107,6 +113,7 @@ pub fn chat(model: &str) -> Span {
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
+        agentd.run.id = run_id,
         error.type = Empty,
     )
 }
@@ -128,9 +135,15 @@ pub fn chat_answered(
     }
 }
 
-/// One tool call, `execute_tool {tool}` (kind `internal`); `version` is the
-/// tool plugin's own version, only called when the span is exported.
-pub fn execute_tool(tool: &str, call_id: &str, version: impl FnOnce() -> Option<String>) -> Span {
+/// One tool call, `execute_tool {tool}` (kind `internal`) of the run
+/// `run_id`, when it has one; `version` is the tool plugin's own version,
+/// only called when the span is exported.
+pub fn execute_tool(
+    tool: &str,
+    call_id: &str,
+    run_id: Option<&str>,
+    version: impl FnOnce() -> Option<String>,
+) -> Span {
     let span = tracing::info_span!(
         target: "agentd::otel",
         "execute_tool",
@@ -141,6 +154,7 @@ pub fn execute_tool(tool: &str, call_id: &str, version: impl FnOnce() -> Option<
         gen_ai.tool.name = tool,
         gen_ai.tool.call.id = call_id,
         gen_ai.tool.type = "function",
+        agentd.run.id = run_id,
         agentd.plugin.tool.version = Empty,
         error.type = Empty,
     );
@@ -150,6 +164,47 @@ pub fn execute_tool(tool: &str, call_id: &str, version: impl FnOnce() -> Option<
         }
     }
     span
+}
+
+/// The parent to give a log line written for the current span from a task
+/// of its own (a guest's stdout, an MCP server's stderr): the current span
+/// if the log can see it, else its nearest ancestor the log can see.
+///
+/// Why: while traces are exported the span current in a run is one of
+/// ours (`invoke_agent`, `execute_tool`), which the log's filter leaves
+/// out. Entered elsewhere, the log looks for its spans on that thread's
+/// stack only; as an explicit parent it does not look past a span it
+/// leaves out. Either way the run's `run{run_id=..}` prefix was lost. The
+/// ancestors are found in the registry; holding the span keeps them open,
+/// so the id stays theirs.
+#[derive(Clone)]
+pub struct LogParent {
+    _span: Span,
+    id: Option<tracing::Id>,
+}
+
+impl LogParent {
+    pub fn current() -> Self {
+        use tracing_subscriber::registry::{LookupSpan, Registry};
+        let span = Span::current();
+        let id = tracing::dispatcher::get_default(|dispatch| {
+            let own = span.id()?;
+            let Some(registry) = dispatch.downcast_ref::<Registry>() else {
+                return Some(own);
+            };
+            let mut at = registry.span(&own)?;
+            while at.metadata().target() == TARGET {
+                at = at.parent()?;
+            }
+            Some(at.id())
+        });
+        LogParent { _span: span, id }
+    }
+
+    /// For an event's `parent:`.
+    pub fn id(&self) -> Option<tracing::Id> {
+        self.id.clone()
+    }
 }
 
 /// OTLP integers are signed, and the layer records an unsigned one as text.

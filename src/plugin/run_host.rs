@@ -88,6 +88,11 @@ pub trait RunHost: Send + Sync {
     }
     /// A tool call is about to run (the loop reports it).
     fn tool_started(&self, call: &ToolCall);
+    /// The run this host serves, for its trace's `execute_tool` spans;
+    /// none while a plugin is probed at load time.
+    fn run_id(&self) -> Option<&str> {
+        None
+    }
     /// A tool call ended with `output` (its result, or its error's text);
     /// returns the output as the strategy and the record get it: cut to the
     /// run's limit with a note.

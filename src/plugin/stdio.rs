@@ -10,6 +10,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 use super::log_rate::LogRate;
+use crate::otel::LogParent;
 
 /// A plugin's stdout or stderr: each line goes to the log under the
 /// plugin's name, while the store's log rate allows.
@@ -20,7 +21,7 @@ pub struct LogStream {
     /// The span current when the store was made (a run's, with its id):
     /// wasmtime writes a guest's output from a task of its own, outside
     /// it, and the line must still say which run printed it.
-    span: tracing::Span,
+    span: LogParent,
 }
 
 impl LogStream {
@@ -32,7 +33,7 @@ impl LogStream {
         LogStream {
             rate,
             stream,
-            span: tracing::Span::current(),
+            span: LogParent::current(),
         }
     }
 }
@@ -60,7 +61,7 @@ const MAX_LINE: usize = 8 * 1024;
 struct LineWriter {
     rate: Arc<LogRate>,
     stream: &'static str,
-    span: tracing::Span,
+    span: LogParent,
     buf: Vec<u8>,
 }
 
@@ -74,8 +75,8 @@ impl LineWriter {
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
-        let _run = self.span.enter();
-        tracing::info!(target: "agentd::guest_output", plugin = %self.rate.plugin(), stream = self.stream, "{text}");
+        // The run's span as the explicit parent (see `LogParent`).
+        tracing::info!(target: "agentd::guest_output", parent: self.span.id(), plugin = %self.rate.plugin(), stream = self.stream, "{text}");
     }
 
     /// Emits every complete line, and cuts a line at [`MAX_LINE`] bytes:
@@ -133,7 +134,7 @@ mod tests {
         LineWriter {
             rate: LogRate::new("p".into()),
             stream: "stdout",
-            span: tracing::Span::none(),
+            span: LogParent::current(),
             buf: Vec::new(),
         }
     }

@@ -272,8 +272,9 @@ impl agent::Host for StrategyState {
         }
         self.host.tool_started(&call);
         // `execute_tool {tool}`, when traces are exported (`crate::otel`).
-        let trace =
-            crate::otel::execute_tool(&call.name, &call.id, || self.tools.version_of(&call.name));
+        let trace = crate::otel::execute_tool(&call.name, &call.id, self.host.run_id(), || {
+            self.tools.version_of(&call.name)
+        });
         let result = {
             // The tool's own time counts, under its name.
             let _running = self.clock.enter(call.name.as_str().into());

@@ -314,6 +314,35 @@ impl Daemon {
         }
     }
 
+    /// Lets every user reach the socket (its folder 0755, the socket 0666):
+    /// the file mode is the socket's first gate, and a test of the second,
+    /// the credential check, needs a client past the first. Such tests act
+    /// as `nobody` and need root.
+    pub fn open_socket_to_all(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "this test runs a client as another user and needs root"
+        );
+        std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the daemon's folder");
+        std::fs::set_permissions(&self.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod the socket");
+    }
+
+    /// A copy of the `agentd` client every user can execute, wherever the
+    /// build tree lives (a checkout under a 0700 folder, say).
+    pub fn client_for_all(&self) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let client = self.dir.path().join("agentd-client");
+        std::fs::copy(env!("CARGO_BIN_EXE_agentd"), &client).expect("copy the client");
+        std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the client");
+        client
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

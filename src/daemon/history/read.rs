@@ -337,6 +337,10 @@ impl Reader<'_> {
     /// Tokens (input plus output) per agent of the runs active since
     /// `since_ms`: not ended before it (ended since, or still unfinished),
     /// each run counted whole. What `daemon::budget` starts the day with.
+    /// A run interrupted by a crash ended at its last event (`interrupt`),
+    /// so only runs that did work today count; one that ran across
+    /// midnight counts whole, yesterday's tokens included: a budget errs
+    /// on the side of spending less.
     pub(super) fn tokens_since(
         &mut self,
         since_ms: i64,

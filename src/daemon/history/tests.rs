@@ -264,7 +264,9 @@ async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
     assert_eq!(r.state, RunState::Ended);
     assert_eq!(r.outcome, Some(Outcome::Interrupted));
     assert_eq!(r.error.as_deref(), Some(writer::INTERRUPTED_ERROR));
-    assert_eq!(r.ended_at_ms, Some(77_000));
+    // Ended when the dead daemon last moved it: its last event (at 5002),
+    // not the restart (77000).
+    assert_eq!(r.ended_at_ms, Some(5_002));
     assert_eq!(r.steps, 3);
     let ended_event = |steps| RunEvent::RunEnded {
         outcome: Outcome::Interrupted,
@@ -276,7 +278,7 @@ async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
         events,
         vec![EventLine {
             seq: 3,
-            at_ms: 77_000,
+            at_ms: 5_002,
             event: ended_event(3)
         }]
     );
@@ -284,10 +286,11 @@ async fn interrupt_unfinished_ends_queued_and_running_runs_only() {
     let q = h.events("queued", 0).await.unwrap();
     assert_eq!(q.len(), 1);
     assert_eq!((q[0].seq, &q[0].event), (1, &ended_event(2)));
-    assert_eq!(
-        h.get("queued").await.unwrap().unwrap().summary.outcome,
-        Some(Outcome::Interrupted)
-    );
+    let queued = h.get("queued").await.unwrap().unwrap().summary;
+    assert_eq!(queued.outcome, Some(Outcome::Interrupted));
+    // No event: it ended at its start (1101), the latest it was seen.
+    assert_eq!(queued.ended_at_ms, Some(1_101));
+    assert_eq!(q[0].at_ms, 1_101);
 
     // Ended runs are untouched.
     assert_eq!(h.get("done").await.unwrap().unwrap().summary, done);

@@ -588,6 +588,20 @@ fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
         })?
         .collect::<rusqlite::Result<_>>()?;
     for (id, steps) in &unfinished {
+        let (last, last_at): (Option<i64>, Option<i64>) = conn
+            .prepare_cached("SELECT MAX(seq), MAX(at_ms) FROM events WHERE run_id = ?1")?
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        // The run ended when the daemon running it did: at its last sign
+        // of life (its last event, else its start or creation), not now. A
+        // run orphaned last week is not a run of today: the daily budgets'
+        // count at start-up (`tokens_since`) goes by this time, and so does
+        // its duration in `agentd show`.
+        let ended_at: i64 = conn
+            .prepare_cached(
+                "SELECT MIN(?2, MAX(COALESCE(?3, 0), COALESCE(started_at_ms, 0), created_at_ms))
+                 FROM runs WHERE id = ?1",
+            )?
+            .query_row(params![id, now_ms, last_at], |row| row.get(0))?;
         conn.prepare_cached(
             "UPDATE runs SET state = ?2, outcome = ?3, error = ?4, ended_at_ms = ?5 WHERE id = ?1",
         )?
@@ -596,11 +610,8 @@ fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
             RunState::Ended.as_str(),
             Outcome::Interrupted.as_str(),
             INTERRUPTED_ERROR,
-            now_ms
+            ended_at
         ])?;
-        let last: Option<i64> = conn
-            .prepare_cached("SELECT MAX(seq) FROM events WHERE run_id = ?1")?
-            .query_row([id], |row| row.get(0))?;
         let event = RunEvent::RunEnded {
             outcome: Outcome::Interrupted,
             steps: *steps,
@@ -608,7 +619,13 @@ fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
         };
         let json = serde_json::to_string(&event)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        insert_event(conn, id, last.unwrap_or(0).saturating_add(1), now_ms, &json)?;
+        insert_event(
+            conn,
+            id,
+            last.unwrap_or(0).saturating_add(1),
+            ended_at,
+            &json,
+        )?;
     }
     Ok(unfinished.into_iter().map(|(id, _)| id).collect())
 }

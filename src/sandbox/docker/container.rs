@@ -377,7 +377,14 @@ async fn create_untimed(
 /// Gives a pooled container its run's name, so `docker ps` shows whose it
 /// is. Best effort: the name is for people; agentd tracks the container by
 /// id.
-pub(crate) async fn rename_for_run(docker: &Docker, id: &str, run_id: &str) -> Option<String> {
+/// `parent` (the run's span) is its log line's: it runs in a task of its
+/// own, outside the run's spans.
+pub(crate) async fn rename_for_run(
+    docker: &Docker,
+    id: &str,
+    run_id: &str,
+    parent: &crate::otel::LogParent,
+) -> Option<String> {
     let name = container_name(run_id);
     let options = bollard::query_parameters::RenameContainerOptionsBuilder::default()
         .name(&name)
@@ -385,7 +392,7 @@ pub(crate) async fn rename_for_run(docker: &Docker, id: &str, run_id: &str) -> O
     match docker.rename_container(id, options).await {
         Ok(()) => Some(name),
         Err(e) => {
-            tracing::debug!(container = id, run = run_id, error = %e, "pooled container kept its pool name");
+            tracing::debug!(parent: parent.id(), container = id, run = run_id, error = %e, "pooled container kept its pool name");
             None
         }
     }

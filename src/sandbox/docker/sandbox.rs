@@ -159,7 +159,8 @@ impl DockerSandbox {
             // The run's name, for people reading `docker ps`; off the path
             // of the first command.
             let (d, id, run) = (docker.clone(), c.id.clone(), self.run_id.clone());
-            tokio::spawn(async move { container::rename_for_run(&d, &id, &run).await });
+            let parent = crate::otel::LogParent::current();
+            tokio::spawn(async move { container::rename_for_run(&d, &id, &run, &parent).await });
             state.container = Some(c.clone());
             return Ok((docker, c));
         }
