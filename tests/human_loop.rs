@@ -40,24 +40,7 @@ fn my_uid() -> u32 {
 
 /// Polls until the run waits, and returns what it waits for.
 fn waiting(d: &Daemon, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, v) = d.get(&format!("/v1/runs/{id}"));
-        assert_eq!(status, 200, "{v}");
-        if v["state"] == "waiting" {
-            return v["waiting"].clone();
-        }
-        assert!(
-            v["state"] != "ended",
-            "run {id} ended instead of waiting: {v}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "run {id} never waited: {v}\n{}",
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_state(id, "waiting")["waiting"].clone()
 }
 
 fn approve(

@@ -303,6 +303,81 @@ async fn runs_started_over_mcp_count_against_the_callers_queue_share() {
     client.cancel().await.expect("close");
 }
 
+/// `agentd mcp serve --socket SOCKET`, spawned, spoken to in raw lines of
+/// JSON-RPC as a client that is not rmcp writes them.
+struct RawBridge {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawBridge {
+    fn spawn(socket: &Path, env: &[(&str, &str)]) -> RawBridge {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args(["mcp", "serve", "--socket"])
+            .arg(socket)
+            .env_remove("AGENTD_CONFIG")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn agentd mcp serve");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        RawBridge {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Writes `text` (one or more lines) in one write.
+    async fn write(&mut self, text: &str) {
+        self.stdin.write_all(text.as_bytes()).await.expect("write");
+    }
+
+    async fn send(&mut self, v: Value) {
+        self.write(&format!("{v}\n")).await;
+    }
+
+    async fn read(&mut self) -> Value {
+        let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
+            .await
+            .expect("an answer in time")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
+    }
+
+    /// Sends `initialize` and reads its answer.
+    async fn initialize(&mut self, client: &str) -> Value {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"}}}),
+        )
+        .await;
+        let init = self.read().await;
+        assert_eq!(init["id"], 1, "{init}");
+        init
+    }
+
+    /// Closes stdin; the bridge must exit 0.
+    async fn close(self) {
+        let RawBridge {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let status = tokio::time::timeout(PATIENCE, child.wait())
+            .await
+            .expect("the bridge exits when stdin closes")
+            .expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
+
 /// Claude Desktop's way: a command speaking newline-delimited JSON-RPC.
 /// Without a progress token there is no progress; closing stdin ends the
 /// bridge cleanly.
@@ -311,54 +386,25 @@ async fn the_stdio_bridge_speaks_newline_delimited_json_rpc() {
     let llm = FakeLlm::start().await.expect("fake llm");
     llm.push_for("say hi", [Reply::terminate()]);
     let d = daemon(&llm, "");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(["mcp", "serve", "--socket"])
-        .arg(&d.socket)
-        .env_remove("AGENTD_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentd mcp serve");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut send = async |v: Value| {
-        stdin
-            .write_all(format!("{v}\n").as_bytes())
-            .await
-            .expect("write");
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "claude-ish", "version": "1"}}}),
-    )
-    .await;
-    let mut read = async || -> Value {
-        let line = tokio::time::timeout(PATIENCE, lines.next_line())
-            .await
-            .expect("an answer in time")
-            .expect("read")
-            .expect("a line");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
-    };
-    let init = read().await;
-    assert_eq!(init["id"], 1, "{init}");
+    let mut bridge = RawBridge::spawn(&d.socket, &[]);
+    let init = bridge.initialize("claude-ish").await;
     assert_eq!(init["result"]["serverInfo"]["name"], "agentd", "{init}");
     assert_eq!(
         init["result"]["capabilities"]["tools"]["listChanged"], true,
         "{init}"
     );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-    send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "run_agent", "arguments": {"agent": "slow", "request": "say hi"}}}),
-    )
-    .await;
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    bridge
+        .send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_agent", "arguments": {"agent": "slow", "request": "say hi"}}}),
+        )
+        .await;
     let mut seen = Vec::new();
     let answer = loop {
-        let message = read().await;
+        let message = bridge.read().await;
         if message["id"] == 2 {
             break message;
         }
@@ -372,12 +418,7 @@ async fn the_stdio_bridge_speaks_newline_delimited_json_rpc() {
         !seen.iter().any(|m| m["method"] == "notifications/progress"),
         "progress without a token: {seen:?}"
     );
-    drop(stdin);
-    let status = tokio::time::timeout(PATIENCE, child.wait())
-        .await
-        .expect("the bridge exits when stdin closes")
-        .expect("wait");
-    assert!(status.success(), "{status}");
+    bridge.close().await;
 }
 
 /// A client that writes several lines at once (Claude Desktop sends
@@ -400,38 +441,10 @@ async fn the_stdio_bridge_keeps_the_order_of_a_burst_of_lines() {
 /// One session through `agentd mcp serve`: the handshake's answer, then
 /// the notification and twenty `tools/list` in one write, each answered.
 async fn burst_through_the_bridge(socket: &Path, session: usize) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(["mcp", "serve", "--socket"])
-        .arg(socket)
-        .env_remove("AGENTD_CONFIG")
-        // Many worker threads on two cores: the sends spawned together run
-        // on threads the kernel preempts, which is how load lost the race.
-        .env("TOKIO_WORKER_THREADS", "16")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentd mcp serve");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut read = async || -> Value {
-        let line = tokio::time::timeout(PATIENCE, lines.next_line())
-            .await
-            .expect("an answer in time")
-            .expect("read")
-            .expect("a line");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
-    };
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "bursty", "version": "1"}}});
-    stdin
-        .write_all(format!("{initialize}\n").as_bytes())
-        .await
-        .expect("write");
-    assert_eq!(read().await["id"], 1);
-    // One write: the notification and twenty requests behind it.
+    // Many worker threads on two cores: the sends spawned together run on
+    // threads the kernel preempts, which is how load lost the race.
+    let mut bridge = RawBridge::spawn(socket, &[("TOKIO_WORKER_THREADS", "16")]);
+    bridge.initialize("bursty").await;
     let mut burst = format!(
         "{}\n",
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -443,10 +456,10 @@ async fn burst_through_the_bridge(socket: &Path, session: usize) {
             json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})
         ));
     }
-    stdin.write_all(burst.as_bytes()).await.expect("write");
+    bridge.write(&burst).await;
     let mut answered = std::collections::BTreeSet::new();
     while answered.len() < REQUESTS as usize {
-        let message = read().await;
+        let message = bridge.read().await;
         let Some(id) = message["id"].as_i64() else {
             continue;
         };
@@ -459,12 +472,7 @@ async fn burst_through_the_bridge(socket: &Path, session: usize) {
         answered.insert(id);
     }
     assert_eq!(answered, (2..2 + REQUESTS).collect());
-    drop(stdin);
-    let status = tokio::time::timeout(PATIENCE, child.wait())
-        .await
-        .expect("the bridge exits when stdin closes")
-        .expect("wait");
-    assert!(status.success(), "{status}");
+    bridge.close().await;
 }
 
 /// Cancelling `run_agent` (`notifications/cancelled`) cancels the run,

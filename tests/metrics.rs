@@ -379,23 +379,6 @@ async fn metrics_listen_serves_metrics_and_nothing_else() {
     });
 }
 
-/// Polls `GET /v1/runs/{id}` until the run is in `state`.
-fn wait_state(d: &Daemon, id: &str, state: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, v) = d.get(&format!("/v1/runs/{id}"));
-        assert_eq!(status, 200, "{v}");
-        if v["state"] == state {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "run {id} never got to {state}: {v}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The run gauges with runs in each state: one running (its model slow),
 /// one waiting for a person (active, and waiting), one queued behind them
 /// (`max_concurrent_runs = 2`); and back to 0 once they end.
@@ -429,11 +412,11 @@ async fn the_run_gauges_count_running_waiting_and_queued_runs() {
     tokio::task::block_in_place(|| {
         let d = Daemon::start_with_plugins(&llm, &plugins, agents);
         let asker = d.create_run("asker", "ask");
-        wait_state(&d, &asker, "waiting");
+        d.wait_state(&asker, "waiting");
         let slow = d.create_run("echoer", "think slowly");
-        wait_state(&d, &slow, "running");
+        d.wait_state(&slow, "running");
         let queued = d.create_run("echoer", "wait your turn");
-        wait_state(&d, &queued, "queued");
+        d.wait_state(&queued, "queued");
 
         let s = scrape(&d);
         assert_eq!(

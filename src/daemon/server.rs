@@ -87,19 +87,11 @@ pub async fn serve(
     let mut refusals = RefusalLog::new("max_connections");
     let mut user_refusals = RefusalLog::new("max_connections_per_user");
     loop {
-        let accepted = tokio::select! {
-            () = stop.cancelled() => break,
-            a = listener.accept() => a,
+        let Some(stream) = accept(&stop, listener.accept(), "API").await else {
+            break;
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // EMFILE/ENFILE: the connection stays in the backlog; the
-                // cap makes this rare, the pause keeps it from spinning.
-                warn!(error = %e, "cannot accept an API connection");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
+        let Some(stream) = stream else {
+            continue;
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             refuse_busy(&stream, limits.max_connections);
@@ -152,17 +144,11 @@ pub async fn serve_tcp(
     let connections = TaskTracker::new();
     let mut refusals = RefusalLog::new("metrics_listen's connections");
     loop {
-        let accepted = tokio::select! {
-            () = stop.cancelled() => break,
-            a = listener.accept() => a,
+        let Some(stream) = accept(&stop, listener.accept(), "metrics").await else {
+            break;
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                warn!(error = %e, "cannot accept a metrics connection");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
+        let Some(stream) = stream else {
+            continue;
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             refusals.note(max_connections, None);
@@ -179,6 +165,28 @@ pub async fn serve_tcp(
     }
     connections.close();
     connections.wait().await;
+}
+
+/// The next connection: `None` once `stop` is cancelled, `Some(None)` after
+/// a failed accept (EMFILE/ENFILE: the connection stays in the backlog; the
+/// caps make this rare, and the pause keeps the loop from spinning on it).
+async fn accept<S, A>(
+    stop: &CancellationToken,
+    accepting: impl Future<Output = io::Result<(S, A)>>,
+    what: &str,
+) -> Option<Option<S>> {
+    let accepted = tokio::select! {
+        () = stop.cancelled() => return None,
+        a = accepting => a,
+    };
+    match accepted {
+        Ok((stream, _)) => Some(Some(stream)),
+        Err(e) => {
+            warn!(error = %e, "cannot accept a {what} connection");
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
+            Some(None)
+        }
+    }
 }
 
 /// What one connection holds of the caps, given back when its task ends

@@ -314,6 +314,30 @@ impl Daemon {
         }
     }
 
+    /// Polls `GET /v1/runs/{id}` until the run is in `state` (`queued`,
+    /// `running`, `waiting`), and returns that view; a run that ends
+    /// instead fails the test, naming it.
+    pub fn wait_state(&self, id: &str, state: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, v) = self.get(&format!("/v1/runs/{id}"));
+            assert_eq!(status, 200, "{v}");
+            if v["state"] == state {
+                return v;
+            }
+            assert!(
+                v["state"] != "ended",
+                "run {id} ended instead of {state}: {v}"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {id} never got to {state}: {v}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Lets every user reach the socket (its folder 0755, the socket 0666):
     /// the file mode is the socket's first gate, and a test of the second,
     /// the credential check, needs a client past the first. Such tests act
