@@ -74,19 +74,26 @@ async fn over_socket(socket: &Path) -> Client {
         .expect("MCP handshake over the socket")
 }
 
-/// `agentd mcp serve --socket SOCKET`, spawned, and an rmcp client on its
-/// stdin and stdout.
-async fn over_bridge(socket: &Path) -> (Client, tokio::process::Child) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+/// `agentd mcp serve --socket SOCKET`, spawned with `env`, its stdin and
+/// stdout piped, its log on the test's stderr.
+fn spawn_bridge(socket: &Path, env: &[(&str, &str)]) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
         .args(["mcp", "serve", "--socket"])
         .arg(socket)
         .env_remove("AGENTD_CONFIG")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .expect("spawn agentd mcp serve");
+        .expect("spawn agentd mcp serve")
+}
+
+/// `agentd mcp serve --socket SOCKET`, spawned, and an rmcp client on its
+/// stdin and stdout.
+async fn over_bridge(socket: &Path) -> (Client, tokio::process::Child) {
+    let mut child = spawn_bridge(socket, &[]);
     let stdout = child.stdout.take().expect("stdout");
     let stdin = child.stdin.take().expect("stdin");
     let client = Recorder::default()
@@ -313,17 +320,7 @@ struct RawBridge {
 
 impl RawBridge {
     fn spawn(socket: &Path, env: &[(&str, &str)]) -> RawBridge {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-            .args(["mcp", "serve", "--socket"])
-            .arg(socket)
-            .env_remove("AGENTD_CONFIG")
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agentd mcp serve");
+        let mut child = spawn_bridge(socket, env);
         let stdin = child.stdin.take().expect("stdin");
         let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         RawBridge {
