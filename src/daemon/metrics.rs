@@ -265,15 +265,15 @@ pub async fn route(State(d): State<Arc<Daemon>>) -> Response {
     }
 }
 
+/// At most this many scrapers at once: a Prometheus server needs one, a
+/// second during a migration; past it a connection is closed at accept.
+pub const MAX_CONNECTIONS: usize = 8;
+
 /// Binds `[daemon] metrics_listen` (failing start-up with the key's name
 /// when it cannot) and serves `GET /metrics` there, and nothing else,
 /// until `stop`. No peer check is possible on TCP: the address is the
 /// operator's choice (loopback, or a network their scraper is on), and
 /// what it serves is read-only counts with no prompt, output or run id.
-/// At most this many scrapers at once: a Prometheus server needs one, a
-/// second during a migration; past it a connection is closed at accept.
-pub const MAX_CONNECTIONS: usize = 8;
-
 pub async fn listen(
     addr: SocketAddr,
     daemon: Arc<Daemon>,
