@@ -351,6 +351,21 @@ async fn nothing_is_exported_when_the_sdk_is_disabled() {
     }
 }
 
+/// The fake LLM scripted for a run asking `retried`: a 500 first (the
+/// client logs its retry inside the run), then an echo and the end.
+async fn retrying_llm() -> FakeLlm {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for(
+        "retried",
+        [
+            Reply::error(500, "try again"),
+            Reply::call("echo", r#"{"text":"hi"}"#),
+            Reply::terminate(),
+        ],
+    );
+    llm
+}
+
 /// Every line a run logs at `AGENTD_LOG=info` carries its run id: the
 /// loop's, the LLM client's retries, the strategy's own (`logging.log`),
 /// a guest's stdout. Logs and traces then join on it. Both with traces
@@ -366,15 +381,7 @@ async fn every_log_line_of_a_run_carries_its_run_id() {
 
 async fn log_lines_carry_their_run_id(otlp_endpoint: Option<&str>) {
     const LOGGER: &str = "\n[agents.logger]\nstrategy = \"misbehave\"\ntools = []\nsystem_prompt = \"log-lines 3\"\nmax_steps = 1\n";
-    let llm = FakeLlm::start().await.expect("fake llm");
-    llm.push_for(
-        "retried",
-        [
-            Reply::error(500, "try again"),
-            Reply::call("echo", r#"{"text":"hi"}"#),
-            Reply::terminate(),
-        ],
-    );
+    let llm = retrying_llm().await;
     tokio::task::block_in_place(|| {
         // `Daemon` runs `agentd serve` with AGENTD_LOG=info.
         let mut d = Daemon::unstarted(&llm, &format!("{AGENTS}{LOGGER}"));
@@ -434,15 +441,7 @@ async fn log_lines_carry_their_run_id(otlp_endpoint: Option<&str>) {
 /// run still carries the run's id: the run's span is a `warn` span.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_warning_of_a_run_carries_its_run_id_at_the_default_level() {
-    let llm = FakeLlm::start().await.expect("fake llm");
-    llm.push_for(
-        "retried",
-        [
-            Reply::error(500, "try again"),
-            Reply::call("echo", r#"{"text":"hi"}"#),
-            Reply::terminate(),
-        ],
-    );
+    let llm = retrying_llm().await;
     tokio::task::block_in_place(|| {
         let mut d = Daemon::unstarted(&llm, AGENTS);
         d.spawn_with(&[], |cmd| {

@@ -90,6 +90,11 @@ pub struct RunOptions {
     /// Budgets shared with other runs (the daemon's daily token budgets),
     /// asked before each LLM request; `None`: only `max_input_tokens`.
     pub budget: Option<Arc<dyn crate::agent::TokenBudget>>,
+    /// The caller's span carrying the run's id on its log lines (the
+    /// daemon opens one when it creates the run, before the run starts);
+    /// `None`: the run opens its own [`RUN_SPAN`]. Handed over, not found
+    /// by name, so a second one never prints the same fields twice.
+    pub log_span: Option<tracing::Span>,
 }
 
 impl Default for RunOptions {
@@ -105,6 +110,7 @@ impl Default for RunOptions {
             files: Vec::new(),
             keep_into: None,
             budget: None,
+            log_span: None,
         }
     }
 }
@@ -184,12 +190,11 @@ impl Agent {
         };
         // The run's id on every log line of the run, whatever the log level
         // (a `warn` span is enabled under the default filter, and prints
-        // nothing by itself). A daemon opens this span around the run
-        // already; a second one would print the same fields twice.
-        let span = match tracing::Span::current() {
-            caller if caller.metadata().is_some_and(|m| m.name() == RUN_SPAN) => caller,
-            _ => warn_span!(RUN_SPAN, run_id = %run_id, agent = %self.config.name),
-        };
+        // nothing by itself): the caller's, or one of its own.
+        let span = opts
+            .log_span
+            .clone()
+            .unwrap_or_else(|| warn_span!(RUN_SPAN, run_id = %run_id, agent = %self.config.name));
         // Its trace's root, `invoke_agent {agent}`, when traces are exported.
         let trace = crate::otel::invoke_agent(&run_id, &self.config.name, || {
             let snapshot = self.runtime.plugins.snapshot();

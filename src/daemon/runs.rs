@@ -447,7 +447,8 @@ impl RunManager {
         });
         let me = self.clone();
         // `warn`, so that the run id is on the run's lines under the default
-        // filter too; `Agent::run` finds it and opens no second one.
+        // filter too; handed to `Agent::run` (`log_span`), which then opens
+        // no second one.
         let span = tracing::warn_span!(
             crate::agent::RUN_SPAN,
             run_id = %id,
@@ -526,6 +527,8 @@ impl RunManager {
             checkpoint: Some(self.checkpoint_hook(&run)),
             files,
             keep_into: Some(super::artifacts::run_dir(&self.artifacts, &run.id)),
+            // `drive` runs in the span `create` opened for the run.
+            log_span: Some(tracing::Span::current()),
             budget: self.budgets.as_ref().map(|b| {
                 let live = run.clone();
                 let history = self.history.clone();
