@@ -128,6 +128,54 @@ async fn a_legacy_function_call_runs_the_tool() {
     assert!(h.llm.rejected().is_empty(), "{:?}", h.llm.rejected());
 }
 
+/// A tool's schema goes out as the plugin wrote it (checked to be JSON, not
+/// re-encoded); one that is not JSON goes out as "any object", so the
+/// request is still one the server accepts.
+#[tokio::test]
+async fn tool_schemas_are_sent_as_written_or_as_any_object() {
+    use agentd::chat::ToolSpec;
+    let llm = FakeLlm::start().await.expect("fake LLM");
+    let client = LlmClient::new(settings_for(llm.base_url())).expect("client");
+    let schema =
+        "{\n  \"type\": \"object\",\n  \"properties\": {\"text\": {\"type\": \"string\"}}\n}";
+    let tools = [
+        ToolSpec {
+            name: "echo".into(),
+            description: "says it back".into(),
+            parameters: schema.into(),
+        },
+        ToolSpec {
+            name: "broken".into(),
+            description: "its schema is not JSON".into(),
+            parameters: "{type: object".into(),
+        },
+    ];
+    llm.push(Reply::text("ok"));
+    client
+        .chat(ChatRequest {
+            messages: std::slice::from_ref(&USER),
+            tools: &tools,
+            tool_choice: ToolChoice::Auto,
+            run_id: None,
+        })
+        .await
+        .expect("chat");
+    let sent = llm.requests();
+    let sent_tools = &sent[0]["tools"];
+    assert_eq!(sent_tools[0]["type"], "function");
+    assert_eq!(sent_tools[0]["function"]["name"], "echo");
+    assert_eq!(
+        sent_tools[0]["function"]["parameters"],
+        serde_json::from_str::<serde_json::Value>(schema).expect("schema")
+    );
+    assert_eq!(sent_tools[1]["function"]["name"], "broken");
+    assert_eq!(
+        sent_tools[1]["function"]["parameters"],
+        json!({"type": "object"})
+    );
+    assert!(llm.rejected().is_empty(), "{:?}", llm.rejected());
+}
+
 #[tokio::test]
 async fn finish_reason_is_exposed() {
     let llm = FakeLlm::start().await.expect("fake LLM");

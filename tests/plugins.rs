@@ -11,7 +11,7 @@ use agentd::chat::{Message, ToolCall, ToolChoice, ToolSpec};
 use agentd::llm::ChatResponse;
 use agentd::plugin::bindings::types::ErrorCode;
 use agentd::plugin::clock::StepClock;
-use agentd::plugin::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost, StepConfig};
+use agentd::plugin::run_host::{ChatFailure, ProbeHost, Refused, RunHost, StepConfig};
 use agentd::plugin::session::{StepEnd, StrategySession};
 use agentd::plugin::tool::{call_once, CallFailure, ToolBox, ToolFailure};
 use agentd::plugin::{
@@ -381,7 +381,7 @@ impl RunHost for PromptHost {
     fn memory(&self) -> Vec<Message> {
         ProbeHost.memory()
     }
-    fn add_message(&self, message: Message) -> Result<(), AddMessageError> {
+    fn add_message(&self, message: Message) -> Result<(), Refused> {
         ProbeHost.add_message(message)
     }
     async fn chat(

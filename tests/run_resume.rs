@@ -346,8 +346,8 @@ async fn a_prior_gives_the_window_and_the_stuck_warning_the_original_had() {
         .run(
             "repeat yourself",
             RunOptions {
-                messages: Some(Arc::new(move |m: &Message| {
-                    t.lock().expect("transcript").push(m.clone())
+                messages: Some(Arc::new(move |m: Message| {
+                    t.lock().expect("transcript").push(m)
                 })),
                 checkpoint: Some(Arc::new(move |cp: Checkpoint| {
                     c.lock().expect("checkpoints").push(cp);

@@ -28,7 +28,7 @@ use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
 use crate::plan::Plan;
 use crate::plugin::human::{AskFailure, AskHuman};
 use crate::plugin::plan::{PlanRefused, RunPlan};
-use crate::plugin::run_host::{AddMessageError, ChatFailure, RunHost, StepConfig};
+use crate::plugin::run_host::{AddMessageError, ChatFailure, Refused, RunHost, StepConfig};
 use crate::sync::LockExt;
 
 /// One run's state outside the wasm store, and the strategy host's view of
@@ -503,7 +503,7 @@ impl RunContext {
             st.transcript_len += 1;
         }
         if let Some(sink) = &self.messages {
-            sink(&message);
+            sink(message);
         }
         Ok(())
     }
@@ -663,15 +663,16 @@ impl RunHost for RunContext {
         self.lock().memory.messages()
     }
 
-    fn add_message(&self, message: Message) -> Result<(), AddMessageError> {
+    fn add_message(&self, message: Message) -> Result<(), Refused> {
         if let Err(why) = self.check_message_size(&message) {
             let reason = format!(
                 "the strategy added a `{}` message whose {why}; it was refused",
                 message.role
             );
             self.stop_with(&mut self.lock(), reason.clone());
-            return Err(AddMessageError::OverLimit(reason));
+            return Err(Refused::new(AddMessageError::OverLimit(reason), &message));
         }
+        message.validate().map_err(|e| Refused::new(e, &message))?;
         let size = message_bytes(&message);
         let copy = self.messages.as_ref().map(|_| message.clone());
         let announce = (message.role == Role::Assistant).then(|| {
@@ -682,15 +683,19 @@ impl RunHost for RunContext {
         });
         let step = {
             let mut st = self.lock();
-            message.validate()?;
-            self.charge(&mut st, size)
-                .map_err(AddMessageError::OverLimit)?;
-            st.memory.add(message)?;
+            if let Err(reason) = self.charge(&mut st, size) {
+                return Err(Refused::new(AddMessageError::OverLimit(reason), &message));
+            }
+            // Validated above: `add` checks again, and cannot refuse it.
+            st.memory.add(message).map_err(|e| Refused {
+                error: e.into(),
+                described: String::new(),
+            })?;
             st.transcript_len += 1;
             st.current_step
         };
         if let (Some(sink), Some(copy)) = (&self.messages, copy) {
-            sink(&copy);
+            sink(copy);
         }
         if let Some((content, tool_calls)) = announce {
             self.emit(RunEvent::AssistantMessage {

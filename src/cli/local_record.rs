@@ -64,8 +64,8 @@ impl LocalRecord {
     /// sliding window can drop it.
     pub fn message_sink(self: &Arc<Self>) -> MessageSink {
         let me = self.clone();
-        Arc::new(move |message: &Message| {
-            me.messages.lock_unpoisoned().push(message.clone());
+        Arc::new(move |message: Message| {
+            me.messages.lock_unpoisoned().push(message);
         })
     }
 
@@ -108,7 +108,7 @@ mod tests {
             max_steps: 7,
         });
         for text in ["hi", "a", "b"] {
-            messages(&Message::user(text));
+            messages(Message::user(text));
         }
         let view = record.finish(&RunRecord {
             id: "r1".into(),

@@ -488,7 +488,7 @@ impl RunManager {
                 if let Some(plan) = p.plan.clone() {
                     self.publish(
                         &run,
-                        RunEvent::PlanChanged {
+                        &RunEvent::PlanChanged {
                             step: p.steps,
                             plan,
                         },
@@ -599,7 +599,7 @@ impl RunManager {
         self.history.save_run(ended);
         self.publish(
             run,
-            RunEvent::RunEnded {
+            &RunEvent::RunEnded {
                 outcome: record.outcome,
                 steps: record.steps,
                 error: record.error.clone(),
@@ -620,9 +620,9 @@ impl RunManager {
     /// Encodes the event once, for both the history and the followers.
     /// The seq is taken under the run's publish lock so the log is in seq
     /// order (followers find their place in it by seq).
-    fn publish(&self, run: &LiveRun, event: RunEvent) {
+    fn publish(&self, run: &LiveRun, event: &RunEvent) {
         let at_ms = now_ms();
-        let json = match serde_json::to_string(&event) {
+        let json = match serde_json::to_string(event) {
             Ok(json) => json,
             Err(e) => {
                 warn!(error = %e, "cannot encode an event");
@@ -677,19 +677,22 @@ impl RunManager {
                 }
                 _ => {}
             }
-            me.publish(&run, event.clone());
+            me.publish(&run, event);
         })
     }
 
     fn message_sink(&self, run: &Arc<LiveRun>) -> MessageSink {
         let history = self.history.clone();
         let run = run.clone();
-        Arc::new(move |message: &Message| {
+        Arc::new(move |message: Message| {
+            // Encoded before it is kept, so the run keeps the sink's copy
+            // instead of a second one.
+            let json = serde_json::to_string(&message);
             let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
-            messages.push(message.clone());
+            messages.push(message);
             drop(messages);
-            history.append_message(&run.id, index, message);
+            history.append_message_json(&run.id, index, json);
         })
     }
 

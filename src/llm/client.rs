@@ -296,7 +296,7 @@ impl LlmClient {
                     name: &t.name,
                     description: &t.description,
                     parameters: serde_json::from_str(&t.parameters)
-                        .unwrap_or_else(|_| serde_json::json!({"type": "object"})),
+                        .unwrap_or_else(|_| any_object_schema()),
                 },
             })
             .collect();
@@ -435,6 +435,16 @@ impl LlmClient {
             None => req,
         }
     }
+}
+
+/// The schema sent for a tool whose own is not JSON: any object.
+fn any_object_schema() -> &'static serde_json::value::RawValue {
+    static SCHEMA: std::sync::OnceLock<Box<serde_json::value::RawValue>> =
+        std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        serde_json::value::RawValue::from_string(r#"{"type":"object"}"#.to_string())
+            .expect("a JSON literal")
+    })
 }
 
 /// A request to `url` that got no HTTP answer, classified: a timeout (after

@@ -31,7 +31,9 @@ pub(super) struct ToolParam<'a> {
 pub(super) struct FunctionParam<'a> {
     pub name: &'a str,
     pub description: &'a str,
-    pub parameters: serde_json::Value,
+    /// The plugin's schema text as it is: checked to be JSON, never parsed
+    /// into a tree and written out again on every request.
+    pub parameters: &'a serde_json::value::RawValue,
 }
 
 /// `null` counts as absent everywhere here (proxies send both), so only a

@@ -55,6 +55,28 @@ pub enum AddMessageError {
     OverLimit(String),
 }
 
+/// A message `add-message` refused: why, and which message.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("{error}")]
+pub struct Refused {
+    /// Why it was refused.
+    pub error: AddMessageError,
+    /// The message's [`Message::describe`], so the strategy is told which
+    /// one: made only when a message is refused, not for each one added
+    /// (it walks the content, which may be a long tool result).
+    pub described: String,
+}
+
+impl Refused {
+    /// `message` refused for `error`.
+    pub fn new(error: impl Into<AddMessageError>, message: &Message) -> Self {
+        Refused {
+            error: error.into(),
+            described: message.describe(),
+        }
+    }
+}
+
 /// The run behind a strategy's imports. Waits (`chat`) pause the step clock
 /// in the import that makes them, not here.
 #[async_trait::async_trait]
@@ -65,7 +87,7 @@ pub trait RunHost: Send + Sync {
     fn memory(&self) -> Vec<Message>;
     /// Adds a message to the run's memory (the `add-message` import); refuses
     /// one a real server would refuse, and nothing is added then.
-    fn add_message(&self, message: Message) -> Result<(), AddMessageError>;
+    fn add_message(&self, message: Message) -> Result<(), Refused>;
     /// One LLM call within the run's budget.
     async fn chat(
         &self,
@@ -126,8 +148,11 @@ impl RunHost for ProbeHost {
         Vec::new()
     }
 
-    fn add_message(&self, _message: Message) -> Result<(), AddMessageError> {
-        Err(MessageError::Unavailable(NOT_WHILE_LOADING).into())
+    fn add_message(&self, message: Message) -> Result<(), Refused> {
+        Err(Refused::new(
+            MessageError::Unavailable(NOT_WHILE_LOADING),
+            &message,
+        ))
     }
 
     async fn chat(

@@ -24,7 +24,7 @@ use super::human::{AskHuman, NoHuman};
 use super::limits::{LimitHit, StoreLimiter};
 use super::log_rate::LogRate;
 use super::plan::{plan_from_wit, plan_to_wit, publish_checked, NoPlan, RunPlan};
-use super::run_host::{AddMessageError, ChatFailure, ProbeHost, RunHost};
+use super::run_host::{AddMessageError, ChatFailure, ProbeHost, Refused, RunHost};
 use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_wasi, Limited};
 use super::tool::{ToolBox, ToolFailure};
 
@@ -193,10 +193,13 @@ impl agent::Host for StrategyState {
         message: wit::Message,
     ) -> wasmtime::Result<Result<(), wit::Error>> {
         let message = message_from_wit(message);
-        let described = message.describe();
-        Ok(self.host.add_message(message).map_err(|e| {
+        Ok(self.host.add_message(message).map_err(|refused| {
             // Named here, where it is known who sent it: the strategy sees
             // this error and usually fails the step with it.
+            let Refused {
+                error: e,
+                described,
+            } = refused;
             let message = match e {
                 AddMessageError::Invalid(e) => format!(
                     "strategy `{}` added a message a real server would refuse ({described}): {e}",

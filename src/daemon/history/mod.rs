@@ -255,7 +255,17 @@ impl History {
     }
 
     pub fn append_message(&self, run_id: &str, index: u32, message: &Message) {
-        match serde_json::to_string(message) {
+        self.append_message_json(run_id, index, serde_json::to_string(message));
+    }
+
+    /// The same for a message its caller has already encoded.
+    pub fn append_message_json(
+        &self,
+        run_id: &str,
+        index: u32,
+        json: Result<String, serde_json::Error>,
+    ) {
+        match json {
             Ok(json) => self.send_write(Write::Message {
                 run_id: run_id.to_string(),
                 index,

@@ -49,16 +49,16 @@ const MAX_BATCH: usize = 8192;
 /// producer waits for the writer to take the next batch.
 pub(super) const QUEUE_OPS: usize = 16_384;
 
-/// How long the first write of a batch waits for others while the writer
-/// is busy ([`BUSY_WITHIN`]). Each commit rewrites the pages it touches
-/// into the WAL, so under load one commit per step of each run costs more
-/// than everything else the history does; this bounds the extra wait of a
-/// `flush` (a step's checkpoint, a run's creation) to a millisecond.
-const COMMIT_WINDOW: Duration = Duration::from_millis(1);
-
-/// A writer that committed less than this long ago is busy: the next batch
-/// waits [`COMMIT_WINDOW`] for company.
-const BUSY_WITHIN: Duration = Duration::from_millis(5);
+/// While the writer is busy, commits start at most this often: the ops
+/// that arrive in between wait in the queue and go in the next batch.
+/// Each commit rewrites into the WAL every page it touches (under load, a
+/// leaf of each table and index per run in the batch, 4 KiB each), so the
+/// number of commits, not of rows, is what the history costs: measured under
+/// `cargo bench --bench daemon`, committing every 1 ms put a quarter of the
+/// daemon's CPU in the writer. This bounds the extra wait of a `flush` (a
+/// step's checkpoint, a run's creation) to a few milliseconds, which a step
+/// waiting on a model does not notice; an idle daemon commits at once.
+const COMMIT_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How often pending writes are tried again while the disk refuses them.
 pub(super) const RETRY_EVERY: Duration = Duration::from_secs(1);
@@ -140,7 +140,7 @@ pub(super) fn spawn(
                 settles: Vec::new(),
                 last_attempt: None,
                 dropped: 0,
-                last_commit: Instant::now() - BUSY_WITHIN,
+                last_commit: Instant::now() - COMMIT_INTERVAL,
             }
             .run(rx)
         })
@@ -164,7 +164,8 @@ struct Writer {
     /// Events and messages dropped past [`MAX_PENDING_BYTES`] since the
     /// disk failed.
     dropped: u64,
-    /// When the last batch was committed: whether the writer is busy.
+    /// When the last commit began: the next one waits until
+    /// [`COMMIT_INTERVAL`] has passed since.
     last_commit: Instant,
 }
 
@@ -210,13 +211,14 @@ impl Writer {
                 }
             };
             // Group commit: while the writer is busy (it committed moments
-            // ago), the first op of a batch waits a moment for the ops right
-            // behind it, so that one commit carries many runs' steps instead
-            // of one each. Sleeping rather than waiting on the queue means a
-            // producer's send wakes nobody meanwhile. An idle daemon commits
-            // at once.
-            if first.is_some() && self.last_commit.elapsed() < BUSY_WITHIN {
-                std::thread::sleep(COMMIT_WINDOW);
+            // ago), the batch waits for the ops right behind it, so that one
+            // commit carries many runs' steps instead of one each. Sleeping
+            // rather than waiting on the queue means a producer's send wakes
+            // nobody meanwhile. An idle daemon commits at once.
+            if first.is_some() {
+                if let Some(wait) = COMMIT_INTERVAL.checked_sub(self.last_commit.elapsed()) {
+                    std::thread::sleep(wait);
+                }
             }
             let mut batch: Vec<Op> = first.into_iter().collect();
             while batch.len() < MAX_BATCH {
@@ -319,6 +321,7 @@ impl Writer {
         let writes = self.pending.take();
         let mut bad = vec![false; writes.len()];
         let started = Instant::now();
+        self.last_commit = started;
         let outcome = (|| -> rusqlite::Result<()> {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
             for (i, write) in writes.iter().enumerate() {
@@ -337,7 +340,6 @@ impl Writer {
         })();
         match outcome {
             Ok(()) => {
-                self.last_commit = Instant::now();
                 crate::daemon::metrics::history_committed(started.elapsed());
                 if self.last_attempt.take().is_some() {
                     tracing::info!(db = %self.path.display(), committed = writes.len(),
