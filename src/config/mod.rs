@@ -36,6 +36,9 @@ use crate::sandbox::{SandboxConfig, MAX_POOL_SIZE};
 /// The endpoint assumed when an API key is set and no base URL is.
 const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The model asked for when neither `[llm] model` nor the agent's own says.
+pub const DEFAULT_MODEL: &str = "gpt-4o";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{file}: cannot read: {source}")]
@@ -557,6 +560,17 @@ fn model_price(
 }
 
 impl LlmConfig {
+    /// The model `agent` asks for: its own `[agents.X.llm] model`, else
+    /// `[llm] model`, else [`DEFAULT_MODEL`]. One place, so that the model
+    /// a run is sent to and the one it is priced at cannot differ.
+    pub fn model_for(&self, agent: &str) -> &str {
+        self.overrides
+            .get(&agent.to_lowercase())
+            .and_then(|o| o.model.as_deref())
+            .or(self.base.model.as_deref())
+            .unwrap_or(DEFAULT_MODEL)
+    }
+
     /// The prices in force for `agent`'s runs, each one separately the first
     /// set of: the agent's own `input_price`/`output_price` (its
     /// `[agents.<agent>.llm]` or `[llm.<agent>]`), `[llm.prices."<model>"]`
@@ -565,11 +579,7 @@ impl LlmConfig {
     /// should not be billed at the default model's price.
     pub fn price_for(&self, agent: &str) -> crate::llm::Price {
         let own = self.overrides.get(&agent.to_lowercase());
-        let model = own
-            .and_then(|o| o.model.clone())
-            .or_else(|| self.base.model.clone())
-            .unwrap_or_else(|| "gpt-4o".into());
-        let table = self.prices.get(&model);
+        let table = self.prices.get(self.model_for(agent));
         crate::llm::Price {
             input: own
                 .and_then(|o| o.input_price)
@@ -629,7 +639,7 @@ impl LlmConfig {
             .unwrap_or_default();
         let defaults = RetryPolicy::default();
         LlmSettings {
-            model: keys.model.clone().unwrap_or_else(|| "gpt-4o".into()),
+            model: self.model_for(agent).to_string(),
             base_url,
             api_key,
             // Sent only when configured: reasoning models refuse `max_tokens`

@@ -920,6 +920,29 @@ fn bad_engines_are_refused_at_their_line() {
     }
 }
 
+/// The model a run is sent to and the one it is priced at are one answer:
+/// the agent's own, else `[llm]`'s, else the default, whose prices apply
+/// when nothing names a model.
+#[test]
+fn the_model_priced_is_the_model_asked() {
+    let c = parse(
+        "[llm.prices.\"gpt-4o\"]\ninput_price = 2.5\n\n\
+         [agents.mini.llm]\nmodel = \"gpt-4o-mini\"\n",
+    )
+    .expect("parse");
+    for agent in ["manus", "mini", "MINI"] {
+        assert_eq!(
+            c.llm.model_for(agent),
+            c.llm.for_agent(agent).model,
+            "{agent}"
+        );
+    }
+    assert_eq!(c.llm.model_for("manus"), super::DEFAULT_MODEL);
+    assert_eq!(c.llm.model_for("mini"), "gpt-4o-mini");
+    assert_eq!(c.llm.price_for("manus").input, Some(2.5));
+    assert_eq!(c.llm.price_for("mini").input, None);
+}
+
 #[test]
 fn each_price_comes_from_the_agent_then_the_model_then_llm() {
     let c = parse(

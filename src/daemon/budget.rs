@@ -68,8 +68,14 @@ impl DayCount {
     fn add(&mut self, agent: &str, tokens: u64, now_ms: i64) {
         self.roll(now_ms);
         self.total = self.total.saturating_add(tokens);
-        let used = self.agents.entry(agent.to_string()).or_default();
-        *used = used.saturating_add(tokens);
+        // Looked up first: the key is copied only the first time an agent
+        // spends on a given day, not on every answer.
+        match self.agents.get_mut(agent) {
+            Some(used) => *used = used.saturating_add(tokens),
+            None => {
+                self.agents.insert(agent.to_string(), tokens);
+            }
+        }
     }
 
     fn agent(&self, agent: &str) -> u64 {
@@ -243,17 +249,12 @@ impl Budgets {
         self.count.lock_unpoisoned().add(agent, tokens, now_ms());
     }
 
-    /// One run's view of the budgets, for the loop: `on_usage` is told each
-    /// response's usage too (the daemon keeps the run's summary current).
-    pub fn for_run(
-        self: &Arc<Self>,
-        agent: &str,
-        on_usage: impl Fn(Usage) + Send + Sync + 'static,
-    ) -> Arc<dyn TokenBudget> {
+    /// One run's view of the budgets, for the loop: asked before each
+    /// request, charged each response's usage.
+    pub fn for_run(self: &Arc<Self>, agent: &str) -> Arc<dyn TokenBudget> {
         Arc::new(RunBudget {
             budgets: self.clone(),
             agent: agent.to_string(),
-            on_usage: Box::new(on_usage),
         })
     }
 
@@ -289,7 +290,6 @@ impl Budgets {
 struct RunBudget {
     budgets: Arc<Budgets>,
     agent: String,
-    on_usage: Box<dyn Fn(Usage) + Send + Sync>,
 }
 
 impl TokenBudget for RunBudget {
@@ -304,7 +304,6 @@ impl TokenBudget for RunBudget {
             &self.agent,
             usage.prompt_tokens.saturating_add(usage.completion_tokens),
         );
-        (self.on_usage)(usage);
     }
 }
 

@@ -100,12 +100,48 @@ impl LiveRun {
         &self.human
     }
 
+    /// Sets the summary's cost from its usage, at the run's prices: the one
+    /// place a run is costed.
+    fn reprice(&self, s: &mut RunSummary) {
+        s.cost = self.price.cost(s.usage);
+    }
+
     /// Changes the summary and returns its row for the history: without
     /// the request (up to 1 MiB), which is not copied at every step.
     fn update(&self, f: impl FnOnce(&mut RunSummary)) -> RunRow {
         let mut s = self.summary.lock_unpoisoned();
         f(&mut s);
         RunRow::from(&*s)
+    }
+}
+
+/// What a run's LLM answers cost: asked before each request (the daily
+/// budgets, when the daemon has them) and told of each answer's usage,
+/// which the run's summary counts as it goes (`show` of a running run).
+/// Its row is saved with each answer's tokens: a daemon killed before the
+/// next step still has them in the history, so the daily budgets count
+/// them after the restart. Row saves of one run coalesce in the writer's
+/// queue, so this adds no commit.
+struct RunUsage {
+    daily: Option<Arc<dyn crate::agent::TokenBudget>>,
+    run: Arc<LiveRun>,
+    history: History,
+}
+
+impl crate::agent::TokenBudget for RunUsage {
+    fn admit(&self) -> Result<(), String> {
+        self.daily.as_ref().map_or(Ok(()), |d| d.admit())
+    }
+
+    fn charge(&self, usage: crate::chat::Usage) {
+        if let Some(daily) = &self.daily {
+            daily.charge(usage);
+        }
+        let row = self.run.update(|s| {
+            s.usage += usage;
+            self.run.reprice(s);
+        });
+        self.history.save_run(row);
     }
 }
 
@@ -529,23 +565,14 @@ impl RunManager {
             keep_into: Some(super::artifacts::run_dir(&self.artifacts, &run.id)),
             // `drive` runs in the span `create` opened for the run.
             log_span: Some(tracing::Span::current()),
-            budget: self.budgets.as_ref().map(|b| {
-                let live = run.clone();
-                let history = self.history.clone();
-                b.for_run(&agent.config().name, move |usage| {
-                    // The summary counts as it goes (`show` of a running
-                    // run), and its row is saved with each response's
-                    // tokens: a daemon killed before the next step still
-                    // has them in the history, so the daily budgets count
-                    // them after the restart. Row saves of one run coalesce
-                    // in the writer's queue, so this adds no commit.
-                    let row = live.update(|s| {
-                        s.usage += usage;
-                        s.cost = live.price.cost(s.usage);
-                    });
-                    history.save_run(row);
-                })
-            }),
+            budget: Some(Arc::new(RunUsage {
+                daily: self
+                    .budgets
+                    .as_ref()
+                    .map(|b| b.for_run(&agent.config().name)),
+                run: run.clone(),
+                history: self.history.clone(),
+            })),
         };
         // In its own task so that a panic anywhere below still ends the run
         // with a record instead of leaving it `running` forever.
@@ -592,7 +619,7 @@ impl RunManager {
         }
         let ended = run.update(|s| {
             s.end(&record);
-            s.cost = run.price.cost(s.usage);
+            run.reprice(s);
             s.waiting = None;
         });
         let agent = ended.agent.clone();
