@@ -137,7 +137,7 @@ async fn a_run_end_to_end_over_raw_http() {
             .as_array()
             .expect("plugins")
             .iter()
-            .any(|p| p["name"] == "echo" && p["kind"] == "tool" && p["contract"] == "0.2.3"));
+            .any(|p| p["name"] == "echo" && p["kind"] == "tool" && p["contract"] == "0.2.4"));
     });
 }
 

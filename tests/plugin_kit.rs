@@ -530,7 +530,7 @@ fn call_of_ask_human_says_no_one_can_be_asked() {
 fn wit_prints_the_contract_or_writes_it_with_its_deps() {
     let out = agentd(&["plugin", "wit"]);
     assert!(out.status.success(), "{}", text(&out));
-    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.3/agentd.wit"))
+    let newest = std::fs::read_to_string(common::repo_root().join("wit/since_v0.2.4/agentd.wit"))
         .expect("wit");
     assert_eq!(stdout(&out), newest);
     let dir = tempfile::tempdir().expect("tempdir");

@@ -50,7 +50,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
             special_tools: Some(vec!["terminate".into()]),
         }
     );
-    assert_eq!(toolcall.meta.contract, Contract::V0_2_3);
+    assert_eq!(toolcall.meta.contract, Contract::V0_2_4);
     assert_eq!(toolcall.meta.contract, Contract::CURRENT);
     assert!(!toolcall.meta.version.is_empty());
     let terminate = set.tool("terminate").expect("terminate tool");
@@ -66,7 +66,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
     assert!(set.tool("echo").is_some() && set.tool("fail_tool").is_some());
     // OpenManus's AskHuman, as the model sees it.
     let ask = set.tool("ask_human").expect("ask_human tool");
-    assert_eq!(ask.meta.contract, Contract::V0_2_3);
+    assert_eq!(ask.meta.contract, Contract::V0_2_4);
     assert_eq!(ask.spec.description, "Use this tool to ask human for help.");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&ask.spec.parameters).expect("schema is JSON"),
@@ -80,7 +80,7 @@ async fn built_plugins_are_components_of_the_wit_worlds() {
         ask.meta
             .imports
             .iter()
-            .any(|i| i == "agentd:plugin/human@0.2.3"),
+            .any(|i| i == "agentd:plugin/human@0.2.4"),
         "{:?}",
         ask.meta.imports
     );
@@ -94,6 +94,7 @@ async fn components_built_against_older_contracts_still_load() {
         "legacy_v0_2_tool",
         "legacy_v0_2_1_tool",
         "legacy_v0_2_2_strategy",
+        "legacy_v0_2_3_strategy",
         "echo",
         "misbehave",
     ]);
@@ -113,7 +114,7 @@ async fn components_built_against_older_contracts_still_load() {
     );
     let tool = set.tool("legacy_tool").expect("0.1.0 tool");
     assert_eq!(tool.meta.contract, Contract::V0_1);
-    // 0.2.0, 0.2.1 and 0.2.2 are served by the 0.2.3 bindings through
+    // 0.2.0 to 0.2.3 are served by the 0.2.4 bindings through
     // wasmtime's semver matching of their exports and imports.
     let v0_2 = set.tool("legacy_v0_2_tool").expect("0.2.0 tool");
     assert_eq!(v0_2.meta.contract, Contract::V0_2);
@@ -141,17 +142,30 @@ async fn components_built_against_older_contracts_still_load() {
         "{:?}",
         v0_2_2.meta.imports
     );
-    // Its own defaults, read through the 0.2.3 bindings.
+    // Its own defaults, read through the 0.2.4 bindings.
     assert_eq!(v0_2_2.defaults.max_steps, Some(3));
+    let v0_2_3 = set
+        .strategy("legacy_v0_2_3_strategy")
+        .expect("0.2.3 strategy");
+    assert_eq!(v0_2_3.meta.contract, Contract::V0_2_3);
+    assert!(
+        v0_2_3
+            .meta
+            .imports
+            .iter()
+            .any(|i| i == "agentd:plugin/plan@0.2.3"),
+        "{:?}",
+        v0_2_3.meta.imports
+    );
     assert_eq!(
         set.tool("echo").expect("echo").meta.contract,
-        Contract::V0_2_3
+        Contract::V0_2_4
     );
     assert_eq!(
         set.strategy("misbehave").expect("misbehave").meta.contract,
-        Contract::V0_2_3
+        Contract::V0_2_4
     );
-    // And it runs: its 0.2.1 `config` import is served by the 0.2.3 host.
+    // And it runs: its 0.2.1 `config` import is served by the 0.2.4 host.
     let grants = Grants::new(BTreeMap::from([(
         "legacy_v0_2_1_tool".to_string(),
         PluginGrant {

@@ -2,7 +2,7 @@
 //! the `misbehave` strategy's `plan-story` mode publishes, changes,
 //! republishes and overfills a plan, then reads it back; a resumed run
 //! starts from its predecessor's plan; a 0.2.2 strategy (no `plan` import)
-//! still runs in the 0.2.3 host.
+//! and a 0.2.3 one (no `chat-with-memory`) still run in the 0.2.4 host.
 
 use crate::common;
 
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use agentd::agent::{AgentConfig, Outcome, Prior, RunEvent, RunOptions};
 use agentd::chat::Message;
 use agentd::plan::{Plan, PlanStep, StepStatus};
+use agentd::testkit::Reply;
 use common::{recording, Harness};
 
 fn plan_story(max_steps: u32) -> AgentConfig {
@@ -186,6 +187,26 @@ async fn a_strategy_built_against_0_2_2_still_runs() {
     assert_eq!(record.outcome, Outcome::Finished, "{record:?}");
     assert_eq!(record.result, "Step 1: v0.2.2: step 1 of older");
     assert_eq!(record.plan, None);
+}
+
+/// A 0.2.3 strategy asks the model the way every strategy did before
+/// `chat-with-memory`: its memory copied in, sent back out with `chat`.
+#[tokio::test]
+async fn a_strategy_built_against_0_2_3_still_runs() {
+    let h = Harness::new().await;
+    h.llm.push(Reply::text("Hello"));
+    let config = AgentConfig {
+        strategy: "legacy_v0_2_3_strategy".into(),
+        tools: vec![],
+        ..AgentConfig::with_defaults("older")
+    };
+    let record = h.run(config, "greet me").await;
+    assert_eq!(record.outcome, Outcome::Finished, "{record:?}");
+    assert_eq!(record.result, "Step 1: v0.2.3: step 1 of older: Hello");
+    let sent = &h.llm.requests()[0]["messages"];
+    assert_eq!(sent[0]["role"], "system", "{sent}");
+    assert_eq!(sent[1]["content"], "greet me", "{sent}");
+    assert_eq!(record.plan.map(|plan| plan.title).as_deref(), Some("Hello"));
 }
 
 #[tokio::test]

@@ -336,29 +336,65 @@ fn arguments_as_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String,
     })
 }
 
-impl From<&ToolCall> for WireToolCall {
-    fn from(call: &ToolCall) -> Self {
-        WireToolCall {
-            id: call.id.clone(),
-            kind: function_type(),
-            function: WireFunction {
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-            },
+/// A message as it is written: [`WireMessage`]'s fields in its order, but
+/// borrowed. Every request writes the whole transcript, so copying each of
+/// its strings into a `WireMessage` first was a copy of the transcript per
+/// request.
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "OutCalls::is_empty")]
+    tool_calls: OutCalls<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+}
+
+/// A message's calls, written as [`WireToolCall`]s without being copied
+/// into them.
+struct OutCalls<'a>(&'a [ToolCall]);
+
+impl OutCalls<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for OutCalls<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct OutCall<'a> {
+            id: &'a str,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: OutFunction<'a>,
         }
+        #[derive(Serialize)]
+        struct OutFunction<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        s.collect_seq(self.0.iter().map(|call| OutCall {
+            id: &call.id,
+            kind: "function",
+            function: OutFunction {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }))
     }
 }
 
 impl Serialize for Message {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        WireMessage {
-            role: self.role.as_str().to_string(),
-            content: self.content.clone(),
-            refusal: None,
-            tool_calls: self.tool_calls.iter().map(WireToolCall::from).collect(),
-            function_call: None,
-            tool_call_id: self.tool_call_id.clone(),
-            name: self.name.clone(),
+        OutMessage {
+            role: self.role.as_str(),
+            content: self.content.as_deref(),
+            tool_calls: OutCalls(&self.tool_calls),
+            tool_call_id: self.tool_call_id.as_deref(),
+            name: self.name.as_deref(),
         }
         .serialize(s)
     }
@@ -518,6 +554,37 @@ mod tests {
         let t = serde_json::to_value(Message::tool("out", "c1", "bash")).expect("serialize");
         assert_eq!(t["tool_call_id"], "c1");
         assert_eq!(t["name"], "bash");
+    }
+
+    /// The exact text written, which requests carry and the history keeps:
+    /// OpenAI's field order, `content: null` kept (some servers want the
+    /// key), empty and absent fields left out; and it reads back the same.
+    #[test]
+    fn the_written_text_is_exact_and_reads_back() {
+        let call = Message::assistant_with_calls(
+            None,
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "bash".into(),
+                arguments: "{\"command\":\"ls\"}".into(),
+            }],
+        );
+        let cases = [
+            (
+                call,
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}"#,
+            ),
+            (
+                Message::tool("out", "c1", "bash"),
+                r#"{"role":"tool","content":"out","tool_call_id":"c1","name":"bash"}"#,
+            ),
+            (Message::user("hi"), r#"{"role":"user","content":"hi"}"#),
+        ];
+        for (message, text) in cases {
+            assert_eq!(serde_json::to_string(&message).expect("write"), text);
+            let back: Message = serde_json::from_str(text).expect("read");
+            assert_eq!(back, message);
+        }
     }
 
     #[test]

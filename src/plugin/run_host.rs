@@ -95,6 +95,20 @@ pub trait RunHost: Send + Sync {
         tools: Vec<ToolSpec>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure>;
+    /// `chat` with the request built from what the host holds (the
+    /// `chat-with-memory` import): `system_prompt` as a `system` message,
+    /// then [`Self::memory`]. The default builds exactly that and sends it;
+    /// a host may send the same request more cheaply.
+    async fn chat_with_memory(
+        &self,
+        system_prompt: Option<String>,
+        tools: Vec<ToolSpec>,
+        tool_choice: ToolChoice,
+    ) -> Result<ChatResponse, ChatFailure> {
+        let mut messages: Vec<Message> = system_prompt.map(Message::system).into_iter().collect();
+        messages.extend(self.memory());
+        self.chat(messages, tools, tool_choice).await
+    }
     /// The specs of the run's tools, as the strategy passes them to `chat`.
     fn tool_specs(&self) -> Vec<ToolSpec>;
     /// Asked before a tool call runs; `Err` carries why it must not (the

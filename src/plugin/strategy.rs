@@ -42,7 +42,7 @@ pub fn link_strategy(linker: &mut Linker<StrategyState>) -> wasmtime::Result<()>
 pub enum StrategyPre {
     /// Built against `agentd:plugin@0.1.0`.
     V0_1(v0_1::strategy::StrategyPre<StrategyState>),
-    /// Built against `agentd:plugin@0.2.0`, `0.2.1`, `0.2.2` or `0.2.3` (the current contract).
+    /// Built against `agentd:plugin@0.2.0`, `0.2.1`, `0.2.2`, `0.2.3` or `0.2.4` (the current contract).
     V0_2(v0_2::strategy::StrategyPre<StrategyState>),
 }
 
@@ -57,9 +57,11 @@ impl StrategyPre {
         let pre = linker.instantiate_pre(component)?;
         Ok(match contract {
             Contract::V0_1 => StrategyPre::V0_1(v0_1::strategy::StrategyPre::new(pre)?),
-            Contract::V0_2 | Contract::V0_2_1 | Contract::V0_2_2 | Contract::V0_2_3 => {
-                StrategyPre::V0_2(v0_2::strategy::StrategyPre::new(pre)?)
-            }
+            Contract::V0_2
+            | Contract::V0_2_1
+            | Contract::V0_2_2
+            | Contract::V0_2_3
+            | Contract::V0_2_4 => StrategyPre::V0_2(v0_2::strategy::StrategyPre::new(pre)?),
         })
     }
 

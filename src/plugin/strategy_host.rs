@@ -27,6 +27,8 @@ use super::plan::{plan_from_wit, plan_to_wit, publish_checked, NoPlan, RunPlan};
 use super::run_host::{AddMessageError, ChatFailure, ProbeHost, Refused, RunHost};
 use super::store::{capped_table, config_get, config_keys, plugin_log, sandboxed_wasi, Limited};
 use super::tool::{ToolBox, ToolFailure};
+use crate::chat::ToolSpec;
+use crate::llm::ChatResponse;
 
 /// The data of a strategy's store: its WASI context and handles, its
 /// limiter, the run it serves, whoever answers the run's questions, and the
@@ -169,6 +171,30 @@ impl plan::Host for StrategyState {
     }
 }
 
+impl StrategyState {
+    /// The model's answer, or why there is none, as the strategy gets it.
+    fn answer(
+        &self,
+        result: Result<ChatResponse, ChatFailure>,
+    ) -> Result<agent::ChatResponse, agent::ChatError> {
+        match result {
+            Ok(r) => Ok(agent::ChatResponse {
+                message: message_to_wit(r.message),
+                usage: usage_to_wit(r.usage),
+                finish_reason: r.finish_reason.map(finish_to_wit),
+            }),
+            Err(ChatFailure::TokenLimit(m)) => Err(agent::ChatError::TokenLimit(m)),
+            Err(ChatFailure::Invalid(m)) => Err(agent::ChatError::Failed(error(
+                ErrorCode::InvalidInput,
+                format!("strategy `{}`: {m}", self.plugin),
+            ))),
+            Err(ChatFailure::Failed(m)) => {
+                Err(agent::ChatError::Failed(error(ErrorCode::LlmFailed, m)))
+            }
+        }
+    }
+}
+
 impl agent::Host for StrategyState {
     async fn config(&mut self) -> wasmtime::Result<agent::AgentConfig> {
         let c = self.host.step_config();
@@ -227,21 +253,35 @@ impl agent::Host for StrategyState {
                 .chat(messages, tools, choice_from_wit(request.tool_choice))
                 .await
         };
-        Ok(match result {
-            Ok(r) => Ok(agent::ChatResponse {
-                message: message_to_wit(r.message),
-                usage: usage_to_wit(r.usage),
-                finish_reason: r.finish_reason.map(finish_to_wit),
-            }),
-            Err(ChatFailure::TokenLimit(m)) => Err(agent::ChatError::TokenLimit(m)),
-            Err(ChatFailure::Invalid(m)) => Err(agent::ChatError::Failed(error(
-                ErrorCode::InvalidInput,
-                format!("strategy `{}`: {m}", self.plugin),
-            ))),
-            Err(ChatFailure::Failed(m)) => {
-                Err(agent::ChatError::Failed(error(ErrorCode::LlmFailed, m)))
-            }
-        })
+        Ok(self.answer(result))
+    }
+
+    async fn chat_with_memory(
+        &mut self,
+        request: agent::MemoryChatRequest,
+    ) -> wasmtime::Result<Result<agent::ChatResponse, agent::ChatError>> {
+        let extra: Vec<ToolSpec> = request.extra_tools.into_iter().map(spec_from_wit).collect();
+        let mut tools = if request.agent_tools {
+            let mut own = self.host.tool_specs();
+            // The strategy's tool replaces the agent's of the same name.
+            own.retain(|spec| !extra.iter().any(|e| e.name == spec.name));
+            own
+        } else {
+            Vec::new()
+        };
+        tools.extend(extra);
+        let result = {
+            // Waiting for the model is not plugin time.
+            let _paused = self.clock.pause();
+            self.host
+                .chat_with_memory(
+                    request.system_prompt,
+                    tools,
+                    choice_from_wit(request.tool_choice),
+                )
+                .await
+        };
+        Ok(self.answer(result))
     }
 
     async fn tools(&mut self) -> wasmtime::Result<Vec<wit::ToolSpec>> {

@@ -53,7 +53,7 @@ pub fn link_tool(linker: &mut Linker<ToolState>) -> wasmtime::Result<()> {
 pub enum ToolPre {
     /// Built against `agentd:plugin@0.1.0`.
     V0_1(v0_1::tool::ToolPre<ToolState>),
-    /// Built against `agentd:plugin@0.2.0`, `0.2.1`, `0.2.2` or `0.2.3` (the current contract).
+    /// Built against `agentd:plugin@0.2.0`, `0.2.1`, `0.2.2`, `0.2.3` or `0.2.4` (the current contract).
     V0_2(v0_2::tool::ToolPre<ToolState>),
 }
 
@@ -68,9 +68,11 @@ impl ToolPre {
         let pre = linker.instantiate_pre(component)?;
         Ok(match contract {
             Contract::V0_1 => ToolPre::V0_1(v0_1::tool::ToolPre::new(pre)?),
-            Contract::V0_2 | Contract::V0_2_1 | Contract::V0_2_2 | Contract::V0_2_3 => {
-                ToolPre::V0_2(v0_2::tool::ToolPre::new(pre)?)
-            }
+            Contract::V0_2
+            | Contract::V0_2_1
+            | Contract::V0_2_2
+            | Contract::V0_2_3
+            | Contract::V0_2_4 => ToolPre::V0_2(v0_2::tool::ToolPre::new(pre)?),
         })
     }
 

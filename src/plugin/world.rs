@@ -58,6 +58,14 @@ mod tests {
             detect(&one("agentd:plugin/tool-api@0.2.3")),
             Some((WorldKind::Tool, Contract::V0_2_3))
         );
+        assert_eq!(
+            detect(&one("agentd:plugin/strategy-api@0.2.4")),
+            Some((WorldKind::Strategy, Contract::V0_2_4))
+        );
+        assert_eq!(
+            detect(&one("agentd:plugin/tool-api@0.2.4")),
+            Some((WorldKind::Tool, Contract::V0_2_4))
+        );
         let future = one("agentd:plugin/strategy-api@0.3.0");
         assert_eq!(detect(&future), None);
         let message = unknown_version(&future).expect("a version message");
@@ -79,7 +87,7 @@ pub enum WorldKind {
 }
 
 /// The contract versions this host serves, for messages.
-pub const SUPPORTED: &str = "0.1.0, 0.2.0, 0.2.1, 0.2.2 and 0.2.3";
+pub const SUPPORTED: &str = "0.1.0, 0.2.0, 0.2.1, 0.2.2, 0.2.3 and 0.2.4";
 
 /// For a component that exports a plugin world of a contract version this
 /// host does not know (built with a newer SDK, say), the message that says

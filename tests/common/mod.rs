@@ -113,6 +113,7 @@ pub const ALL_TEST_PLUGINS: &[&str] = &[
     "legacy_v0_2_tool",
     "legacy_v0_2_1_tool",
     "legacy_v0_2_2_strategy",
+    "legacy_v0_2_3_strategy",
 ];
 
 pub struct Harness {

@@ -22,8 +22,9 @@
 use agentd_strategy_sdk::host::{Host, Imports};
 use agentd_strategy_sdk::rules;
 use agentd_strategy_sdk::{
-    AgentConfig, ChatError, ChatRequest, ChatResponse, Defaults, Error, ErrorCode, Guest, Message,
-    Metadata, Plan, Role, StepStatus, ToolCall, ToolChoice, ToolSpec, export_strategy,
+    AgentConfig, ChatError, ChatRequest, ChatResponse, Defaults, Error, ErrorCode, Guest,
+    MemoryChatRequest, Message, Metadata, Plan, Role, StepStatus, ToolCall, ToolChoice, ToolSpec,
+    export_strategy,
 };
 
 pub mod tool;
@@ -390,6 +391,19 @@ impl<H> PlanningHost<H> {
             finished: false,
         }
     }
+
+    /// Keeps the model's text when it is the step's report: text and no
+    /// tool calls. With tool choice `none`, toolcall drops the calls: the
+    /// text is the whole answer.
+    fn note(&mut self, response: &ChatResponse, tool_choice: ToolChoice) {
+        let message = &response.message;
+        let calls = !message.tool_calls.is_empty() && tool_choice != ToolChoice::None;
+        self.reported = message
+            .content
+            .as_deref()
+            .filter(|text| !calls && !text.trim().is_empty())
+            .map(str::to_string);
+    }
 }
 
 impl<H: Host + Plans> Host for PlanningHost<H> {
@@ -411,15 +425,24 @@ impl<H: Host + Plans> Host for PlanningHost<H> {
     }
     fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
         let response = self.inner.chat(request)?;
-        let message = &response.message;
-        // With tool choice `none`, toolcall drops the calls: the text is
-        // the whole answer.
-        let calls = !message.tool_calls.is_empty() && request.tool_choice != ToolChoice::None;
-        self.reported = message
-            .content
-            .as_deref()
-            .filter(|text| !calls && !text.trim().is_empty())
-            .map(str::to_string);
+        self.note(&response, request.tool_choice);
+        Ok(response)
+    }
+    /// The agent's tools as [`Self::tools`] shows them (with `planning` in
+    /// place of any of the agent's of that name) are the real host's, with
+    /// `planning` first among the extra tools.
+    fn chat_with_memory(&mut self, request: &MemoryChatRequest) -> Result<ChatResponse, ChatError> {
+        let mut forwarded = request.clone();
+        if request.agent_tools
+            && !request
+                .extra_tools
+                .iter()
+                .any(|extra| extra.name == tool::NAME)
+        {
+            forwarded.extra_tools.insert(0, tool::spec());
+        }
+        let response = self.inner.chat_with_memory(&forwarded)?;
+        self.note(&response, request.tool_choice);
         Ok(response)
     }
     /// A tool of the agent's own named `planning` is hidden: the model

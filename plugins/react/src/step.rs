@@ -10,7 +10,8 @@
 use agentd_strategy_sdk::host::Host;
 use agentd_strategy_sdk::rules::{self, CUT_NOTE};
 use agentd_strategy_sdk::{
-    ChatError, ChatRequest, Error, ErrorCode, FinishReason, Message, ToolCall, ToolChoice, ToolSpec,
+    ChatError, Error, ErrorCode, FinishReason, MemoryChatRequest, Message, ToolCall, ToolChoice,
+    ToolSpec,
 };
 use serde_json::Value;
 
@@ -25,20 +26,20 @@ pub fn step<H: Host>(mut host: H) -> Result<String, Error> {
         host.add_message(Message::user(prompt))?;
     }
 
-    let mut messages = vec![Message::system(prompt::system_prompt(
-        config.system_prompt.as_deref(),
-        &tools,
-    ))];
-    messages.extend(host.memory());
     // Whatever the agent's `tool_choice`: the model is told the tools in
     // the prompt, and a server asked for tools would refuse (or template
-    // them into a prompt that already lists them).
-    let request = ChatRequest {
-        messages,
-        tools: Vec::new(),
+    // them into a prompt that already lists them). The host puts the
+    // request together from its memory: the transcript is not copied in.
+    let request = MemoryChatRequest {
+        system_prompt: Some(prompt::system_prompt(
+            config.system_prompt.as_deref(),
+            &tools,
+        )),
+        agent_tools: false,
+        extra_tools: Vec::new(),
         tool_choice: ToolChoice::None,
     };
-    let response = match host.chat(&request) {
+    let response = match host.chat_with_memory(&request) {
         Ok(response) => response,
         Err(ChatError::TokenLimit(message)) => return rules::token_limit(&mut host, &message),
         Err(ChatError::Failed(error)) => return Err(error),

@@ -17,6 +17,43 @@ pub type File = (&'static str, &'static str);
 /// `wit/since_vX.Y.Z` folder, relative to it.
 pub const CONTRACTS: &[(&str, &[File])] = &[
     (
+        "0.2.4",
+        &[
+            (
+                "agentd.wit",
+                include_str!("../../../wit/since_v0.2.4/agentd.wit"),
+            ),
+            (
+                "deps/cli.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/cli.wit"),
+            ),
+            (
+                "deps/clocks.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/clocks.wit"),
+            ),
+            (
+                "deps/filesystem.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/filesystem.wit"),
+            ),
+            (
+                "deps/http.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/http.wit"),
+            ),
+            (
+                "deps/io.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/io.wit"),
+            ),
+            (
+                "deps/random.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/random.wit"),
+            ),
+            (
+                "deps/sockets.wit",
+                include_str!("../../../wit/since_v0.2.4/deps/sockets.wit"),
+            ),
+        ],
+    ),
+    (
         "0.2.3",
         &[
             (

@@ -1,5 +1,5 @@
 //! The part of the contract that strategies and tools share: the `types`,
-//! `logging`, `config` and `human` interfaces of `agentd:plugin@0.2.3`, and
+//! `logging`, `config` and `human` interfaces of `agentd:plugin@0.2.4`, and
 //! their helpers.
 //!
 //! Plugins need not depend on this crate: `agentd-strategy-sdk` and
@@ -23,13 +23,13 @@ pub mod bindings {
             package agentd:plugin-types;
 
             world common {
-                import agentd:plugin/types@0.2.3;
-                import agentd:plugin/logging@0.2.3;
-                import agentd:plugin/config@0.2.3;
-                import agentd:plugin/human@0.2.3;
+                import agentd:plugin/types@0.2.4;
+                import agentd:plugin/logging@0.2.4;
+                import agentd:plugin/config@0.2.4;
+                import agentd:plugin/human@0.2.4;
             }
         ",
-        path: "../../../wit/since_v0.2.3",
+        path: "../../../wit/since_v0.2.4",
         // The interfaces belong to another package than the inline world,
         // and wit-bindgen only generates those it is told to.
         generate_all,
@@ -52,7 +52,7 @@ pub use types::{
 /// The contract the SDKs build against: the host reports it for each plugin
 /// (`agentd plugins`, `GET /v1/plugins`). It is defined here because both
 /// SDKs build against the same WIT folder as this crate.
-pub const CONTRACT: &str = "agentd:plugin@0.2.3";
+pub const CONTRACT: &str = "agentd:plugin@0.2.4";
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn contract_names_the_package_the_bindings_come_from() {
-        let wit = include_str!("../../../../wit/since_v0.2.3/agentd.wit");
+        let wit = include_str!("../../../../wit/since_v0.2.4/agentd.wit");
         assert!(wit.contains(&format!("\npackage {CONTRACT};\n")));
     }
 

@@ -8,7 +8,8 @@
 //! `Guest::step`; its tests call it with a fake.
 
 use crate::{
-    AgentConfig, ChatError, ChatRequest, ChatResponse, Error, Message, ToolCall, ToolSpec,
+    AgentConfig, ChatError, ChatRequest, ChatResponse, Error, MemoryChatRequest, Message, ToolCall,
+    ToolSpec,
 };
 use crate::{agent, log};
 
@@ -20,6 +21,32 @@ pub trait Host {
     fn memory(&mut self) -> Vec<Message>;
     fn add_message(&mut self, message: Message) -> Result<(), Error>;
     fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError>;
+    /// `chat` with the run's memory as the host holds it (contract 0.2.4).
+    /// The default builds the request the host would (the system prompt,
+    /// then `memory()`; the agent's `tools()` when asked for, less those
+    /// named in `extra_tools`, then `extra_tools`) and sends it with `chat`,
+    /// so a fake or wrapping host gets the same request either way; the
+    /// real host ([`Imports`]) builds it without copying the transcript.
+    fn chat_with_memory(&mut self, request: &MemoryChatRequest) -> Result<ChatResponse, ChatError> {
+        let mut messages: Vec<Message> = request
+            .system_prompt
+            .iter()
+            .map(|prompt| Message::system(prompt.as_str()))
+            .collect();
+        messages.extend(self.memory());
+        let mut tools = if request.agent_tools {
+            self.tools()
+        } else {
+            Vec::new()
+        };
+        tools.retain(|tool| !request.extra_tools.iter().any(|e| e.name == tool.name));
+        tools.extend(request.extra_tools.iter().cloned());
+        self.chat(&ChatRequest {
+            messages,
+            tools,
+            tool_choice: request.tool_choice,
+        })
+    }
     fn tools(&mut self) -> Vec<ToolSpec>;
     fn invoke_tool(&mut self, call: &ToolCall) -> Result<String, Error>;
     fn finish(&mut self);
@@ -43,6 +70,9 @@ impl<H: Host + ?Sized> Host for &mut H {
     }
     fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
         (**self).chat(request)
+    }
+    fn chat_with_memory(&mut self, request: &MemoryChatRequest) -> Result<ChatResponse, ChatError> {
+        (**self).chat_with_memory(request)
     }
     fn tools(&mut self) -> Vec<ToolSpec> {
         (**self).tools()
@@ -79,6 +109,9 @@ impl Host for Imports {
     }
     fn chat(&mut self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
         agent::chat(request)
+    }
+    fn chat_with_memory(&mut self, request: &MemoryChatRequest) -> Result<ChatResponse, ChatError> {
+        agent::chat_with_memory(request)
     }
     fn tools(&mut self) -> Vec<ToolSpec> {
         agent::tools()

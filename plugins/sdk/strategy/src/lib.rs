@@ -13,14 +13,14 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "strategy",
-        path: "../../../wit/since_v0.2.3",
+        path: "../../../wit/since_v0.2.4",
         // Generated once, in agentd-plugin-types, so that both SDKs share
         // these types and the helpers on them.
         with: {
-            "agentd:plugin/types@0.2.3": agentd_plugin_types::types,
-            "agentd:plugin/logging@0.2.3": agentd_plugin_types::logging,
-            "agentd:plugin/config@0.2.3": agentd_plugin_types::config,
-            "agentd:plugin/human@0.2.3": agentd_plugin_types::human,
+            "agentd:plugin/types@0.2.4": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.4": agentd_plugin_types::logging,
+            "agentd:plugin/config@0.2.4": agentd_plugin_types::config,
+            "agentd:plugin/human@0.2.4": agentd_plugin_types::human,
         },
         // Lets plugin code and tests compare this world's records
         // (requests, responses, configs), as they can messages and errors.
@@ -49,7 +49,7 @@ pub use agentd_plugin_types::{
     config, human, log,
 };
 pub use bindings::agentd::plugin::agent::{
-    self, AgentConfig, ChatError, ChatRequest, ChatResponse, FinishReason,
+    self, AgentConfig, ChatError, ChatRequest, ChatResponse, FinishReason, MemoryChatRequest,
 };
 /// The run's plan (contract 0.2.3): `plan::current()` and
 /// `plan::publish(&plan)`; the host records each change as a `plan_changed`

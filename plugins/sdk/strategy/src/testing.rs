@@ -237,6 +237,7 @@ impl Host for ScriptedHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MemoryChatRequest;
 
     #[test]
     fn replies_come_in_order_with_their_finish_reasons() {
@@ -261,6 +262,47 @@ mod tests {
             Err(ChatError::TokenLimit("full".to_string()))
         );
         assert_eq!(host.requests.len(), 3);
+    }
+
+    /// The request `chat_with_memory` stands for, which the real host
+    /// builds the same way: the system prompt, then memory; the agent's
+    /// tools less those an extra tool replaces, then the extra tools.
+    #[test]
+    fn chat_with_memory_sends_the_system_prompt_memory_and_tools() {
+        let spec = |name: &str, description: &str| ToolSpec {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters: "{}".to_string(),
+        };
+        let mut host = ScriptedHost::new().text("one").text("two");
+        host.tools = vec![spec("echo", "agent's"), spec("planning", "agent's")];
+        let memory = host.memory.clone();
+        host.chat_with_memory(&MemoryChatRequest {
+            system_prompt: Some("be brief".to_string()),
+            agent_tools: true,
+            extra_tools: vec![spec("planning", "strategy's")],
+            tool_choice: ToolChoice::Required,
+        })
+        .expect("a reply");
+        let sent = &host.requests[0];
+        assert_eq!(sent.messages[0], Message::system("be brief"));
+        assert_eq!(sent.messages[1..], memory[..]);
+        assert_eq!(
+            sent.tools,
+            [spec("echo", "agent's"), spec("planning", "strategy's")]
+        );
+        assert_eq!(sent.tool_choice, ToolChoice::Required);
+
+        host.chat_with_memory(&MemoryChatRequest {
+            system_prompt: None,
+            agent_tools: false,
+            extra_tools: Vec::new(),
+            tool_choice: ToolChoice::None,
+        })
+        .expect("a reply");
+        let sent = &host.requests[1];
+        assert_eq!(sent.messages, memory);
+        assert!(sent.tools.is_empty());
     }
 
     #[test]

@@ -13,14 +13,14 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool",
-        path: "../../../wit/since_v0.2.3",
+        path: "../../../wit/since_v0.2.4",
         // Generated once, in agentd-plugin-types, so that both SDKs share
         // these types and the helpers on them.
         with: {
-            "agentd:plugin/types@0.2.3": agentd_plugin_types::types,
-            "agentd:plugin/logging@0.2.3": agentd_plugin_types::logging,
-            "agentd:plugin/config@0.2.3": agentd_plugin_types::config,
-            "agentd:plugin/human@0.2.3": agentd_plugin_types::human,
+            "agentd:plugin/types@0.2.4": agentd_plugin_types::types,
+            "agentd:plugin/logging@0.2.4": agentd_plugin_types::logging,
+            "agentd:plugin/config@0.2.4": agentd_plugin_types::config,
+            "agentd:plugin/human@0.2.4": agentd_plugin_types::human,
         },
         // Lets plugin code and tests compare this world's records
         // (commands, outputs, entries), as they can messages and errors.

@@ -10,7 +10,7 @@
 use agentd_strategy_sdk::host::Host;
 use agentd_strategy_sdk::rules::{self, CALL_LIMIT_KEY, CUT_NOTE};
 use agentd_strategy_sdk::{
-    AgentConfig, ChatError, ChatRequest, Error, ErrorCode, FinishReason, Message, ToolCall,
+    AgentConfig, ChatError, Error, ErrorCode, FinishReason, MemoryChatRequest, Message, ToolCall,
     ToolChoice, ToolSpec,
 };
 
@@ -66,20 +66,14 @@ impl<H: Host> Step<H> {
             self.host.add_message(Message::user(prompt))?;
         }
 
-        let mut messages = Vec::new();
-        if let Some(system_prompt) = non_empty(&self.config.system_prompt) {
-            messages.push(Message::system(system_prompt));
-        }
-        messages.extend(self.host.memory());
-        // The tools are moved into the request and back out, not cloned:
-        // act still needs their names.
-        let request = ChatRequest {
-            messages,
-            tools: std::mem::take(&mut self.tools),
+        // The system prompt, the run's memory and the agent's tools, put
+        // together by the host: the transcript is not copied in and back.
+        let response = self.host.chat_with_memory(&MemoryChatRequest {
+            system_prompt: non_empty(&self.config.system_prompt).map(str::to_string),
+            agent_tools: true,
+            extra_tools: Vec::new(),
             tool_choice: self.config.tool_choice,
-        };
-        let response = self.host.chat(&request);
-        self.tools = request.tools;
+        });
         let response = match response {
             Ok(response) => response,
             Err(ChatError::TokenLimit(message)) => {
