@@ -153,7 +153,7 @@ async fn tool_schemas_are_sent_as_written_or_as_any_object() {
     llm.push(Reply::text("ok"));
     client
         .chat(ChatRequest {
-            messages: std::slice::from_ref(&USER),
+            messages: std::slice::from_ref(&*USER),
             tools: &tools,
             tool_choice: ToolChoice::Auto,
             run_id: None,
@@ -182,7 +182,7 @@ async fn finish_reason_is_exposed() {
     let settings = settings_for(llm.base_url());
     let client = LlmClient::new(settings).expect("client");
     let ask = || ChatRequest {
-        messages: std::slice::from_ref(&USER),
+        messages: std::slice::from_ref(&*USER),
         tools: &[],
         tool_choice: ToolChoice::Auto,
         run_id: None,
@@ -548,7 +548,7 @@ async fn system_store_child() {
     let client = LlmClient::new(settings).expect("client");
     let answer = client
         .chat(ChatRequest {
-            messages: std::slice::from_ref(&USER),
+            messages: std::slice::from_ref(&*USER),
             tools: &[],
             tool_choice: ToolChoice::Auto,
             run_id: None,

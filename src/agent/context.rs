@@ -8,6 +8,7 @@
 //! loop moves it forward through the methods below, which keep its rules
 //! (one step at a time, the warning for one step only, the budget).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -637,6 +638,63 @@ impl RunContext {
     }
 }
 
+impl RunContext {
+    /// Sends one request within the run's limits and budgets, and counts
+    /// what it cost; `messages` owned (`chat`) or shared (`chat_with_memory`).
+    async fn send_chat<M: Borrow<Message> + Sync>(
+        &self,
+        messages: &[M],
+        tools: &[ToolSpec],
+        tool_choice: ToolChoice,
+    ) -> Result<ChatResponse, ChatFailure> {
+        self.admit_host_call("an LLM request")
+            .map_err(ChatFailure::Failed)?;
+        check_request(messages)
+            .map_err(|e| ChatFailure::Invalid(format!("invalid chat request, not sent: {e}")))?;
+        let needed = estimate_tokens(messages, tools);
+        if let Some(max) = self.llm.settings().max_input_tokens {
+            let mut st = self.lock();
+            let current = st.budget_spent;
+            if st.token_limit.is_some() || current + needed > max {
+                let msg = format!(
+                    "Request may exceed input token limit (Current: {current}, Needed: {needed}, Max: {max})"
+                );
+                st.token_limit = Some(msg.clone());
+                return Err(ChatFailure::TokenLimit(msg));
+            }
+        }
+        if let Some(Err(msg)) = self.budget.as_ref().map(|b| b.admit()) {
+            self.lock().token_limit = Some(msg.clone());
+            return Err(ChatFailure::TokenLimit(msg));
+        }
+        let response = self
+            .llm
+            .chat(ChatRequest {
+                messages,
+                tools,
+                tool_choice,
+                run_id: Some(&self.run_id),
+            })
+            .await
+            .map_err(|e| ChatFailure::Failed(e.to_string()))?;
+        let mut response = response;
+        self.cap_reply(&mut response.message);
+        self.metrics.tokens(response.usage);
+        if let Some(budget) = &self.budget {
+            budget.charge(response.usage);
+        }
+        let mut st = self.lock();
+        st.usage += response.usage;
+        st.budget_spent += if response.usage.prompt_tokens > 0 {
+            response.usage.prompt_tokens
+        } else {
+            needed
+        };
+        drop(st);
+        Ok(response)
+    }
+}
+
 #[async_trait::async_trait]
 impl RunHost for RunContext {
     fn step_config(&self) -> StepConfig {
@@ -714,51 +772,24 @@ impl RunHost for RunContext {
         tools: Vec<ToolSpec>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure> {
-        self.admit_host_call("an LLM request")
-            .map_err(ChatFailure::Failed)?;
-        check_request(&messages)
-            .map_err(|e| ChatFailure::Invalid(format!("invalid chat request, not sent: {e}")))?;
-        let needed = estimate_tokens(&messages, &tools);
-        if let Some(max) = self.llm.settings().max_input_tokens {
-            let mut st = self.lock();
-            let current = st.budget_spent;
-            if st.token_limit.is_some() || current + needed > max {
-                let msg = format!(
-                    "Request may exceed input token limit (Current: {current}, Needed: {needed}, Max: {max})"
-                );
-                st.token_limit = Some(msg.clone());
-                return Err(ChatFailure::TokenLimit(msg));
-            }
-        }
-        if let Some(Err(msg)) = self.budget.as_ref().map(|b| b.admit()) {
-            self.lock().token_limit = Some(msg.clone());
-            return Err(ChatFailure::TokenLimit(msg));
-        }
-        let response = self
-            .llm
-            .chat(ChatRequest {
-                messages: &messages,
-                tools: &tools,
-                tool_choice,
-                run_id: Some(&self.run_id),
-            })
-            .await
-            .map_err(|e| ChatFailure::Failed(e.to_string()))?;
-        let mut response = response;
-        self.cap_reply(&mut response.message);
-        self.metrics.tokens(response.usage);
-        if let Some(budget) = &self.budget {
-            budget.charge(response.usage);
-        }
-        let mut st = self.lock();
-        st.usage += response.usage;
-        st.budget_spent += if response.usage.prompt_tokens > 0 {
-            response.usage.prompt_tokens
-        } else {
-            needed
-        };
-        drop(st);
-        Ok(response)
+        self.send_chat(&messages, &tools, tool_choice).await
+    }
+
+    /// The request a strategy would build from `memory` (the default's),
+    /// with the memory's messages shared, not copied: at every step, the
+    /// whole transcript used to be copied here, into the plugin and back.
+    async fn chat_with_memory(
+        &self,
+        system_prompt: Option<String>,
+        tools: Vec<ToolSpec>,
+        tool_choice: ToolChoice,
+    ) -> Result<ChatResponse, ChatFailure> {
+        let mut messages: Vec<Arc<Message>> = system_prompt
+            .map(|prompt| Arc::new(Message::system(prompt)))
+            .into_iter()
+            .collect();
+        messages.extend(self.lock().memory.shared());
+        self.send_chat(&messages, &tools, tool_choice).await
     }
 
     fn tool_specs(&self) -> Vec<ToolSpec> {

@@ -13,6 +13,8 @@
 //! the run outside the window, as the system prompt is: the memory is the
 //! request, then the newest messages.
 
+use std::sync::Arc;
+
 use crate::chat::{Message, MessageError, Role};
 
 /// The window size an agent gets when it sets none (`max_messages`).
@@ -20,11 +22,15 @@ pub const DEFAULT_MAX_MESSAGES: usize = 100;
 
 /// A run's messages: the pinned request, then a window of the newest
 /// messages that is only ever cut where no tool-call group is split.
+///
+/// Each message is held behind an `Arc`, because every step sends the whole
+/// memory to the model: [`Memory::shared`] hands the request builder the
+/// messages without copying a byte of them.
 #[derive(Debug, Clone)]
 pub struct Memory {
     /// The run's request: never trimmed, always first.
-    request: Option<Message>,
-    entries: Vec<(u64, Message)>,
+    request: Option<Arc<Message>>,
+    entries: Vec<(u64, Arc<Message>)>,
     max_messages: usize,
     next_serial: u64,
 }
@@ -44,7 +50,7 @@ impl Memory {
     /// Pins the request that started the run outside the window.
     pub fn pin_request(&mut self, request: Message) -> Result<(), MessageError> {
         request.validate()?;
-        self.request = Some(request);
+        self.request = Some(Arc::new(request));
         Ok(())
     }
 
@@ -52,7 +58,7 @@ impl Memory {
     /// nothing) a message that fails [`Message::validate`].
     pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
         message.validate()?;
-        self.entries.push((self.next_serial, message));
+        self.entries.push((self.next_serial, Arc::new(message)));
         self.next_serial += 1;
         self.trim();
         Ok(())
@@ -69,7 +75,7 @@ impl Memory {
         self.entries
             .iter()
             .filter(move |(serial, _)| *serial >= mark)
-            .map(|(_, m)| m)
+            .map(|(_, m)| &**m)
     }
 
     /// What the model is shown: the pinned request, then the window.
@@ -77,11 +83,20 @@ impl Memory {
         self.iter().cloned().collect()
     }
 
+    /// The same messages as [`Memory::messages`], shared rather than copied.
+    pub fn shared(&self) -> impl Iterator<Item = Arc<Message>> + '_ {
+        self.request
+            .iter()
+            .chain(self.entries.iter().map(|(_, m)| m))
+            .cloned()
+    }
+
     /// The pinned request, then the window, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> {
         self.request
             .iter()
             .chain(self.entries.iter().map(|(_, m)| m))
+            .map(|m| &**m)
     }
 
     /// Messages held: the pinned request, if any, plus the window.

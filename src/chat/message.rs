@@ -3,6 +3,7 @@
 //! One representation serves all three so that what is stored is exactly what
 //! is sent: the OpenAI wire shape is produced by `Serialize`, never by hand.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -454,10 +455,10 @@ impl<'de> Deserialize<'de> for Message {
 /// its group, and every call of an assistant message is answered before the
 /// next non-tool message. Used by the host before sending, so a strategy gets
 /// a precise error instead of an opaque HTTP 400.
-pub fn check_tool_pairing(messages: &[Message]) -> Result<(), String> {
+pub fn check_tool_pairing<M: Borrow<Message>>(messages: &[M]) -> Result<(), String> {
     let mut pending: Vec<&str> = Vec::new();
     let mut in_group = false;
-    for (i, m) in messages.iter().enumerate() {
+    for (i, m) in messages.iter().map(Borrow::borrow).enumerate() {
         match m.role {
             Role::Tool => {
                 let id = m.tool_call_id.as_deref().unwrap_or("");
@@ -503,15 +504,15 @@ pub fn check_tool_pairing(messages: &[Message]) -> Result<(), String> {
 /// message, at least one `user` message (Qwen-family chat templates refuse a
 /// conversation without one: "No user query found in messages"), every
 /// message valid, and tool calls paired with their answers.
-pub fn check_request(messages: &[Message]) -> Result<(), String> {
+pub fn check_request<M: Borrow<Message>>(messages: &[M]) -> Result<(), String> {
     if messages.is_empty() {
         return Err("the request has no messages".into());
     }
-    for (i, m) in messages.iter().enumerate() {
+    for (i, m) in messages.iter().map(Borrow::borrow).enumerate() {
         m.validate()
             .map_err(|e| format!("message {i} ({}): {e}", m.describe()))?;
     }
-    if !messages.iter().any(|m| m.role == Role::User) {
+    if !messages.iter().any(|m| m.borrow().role == Role::User) {
         return Err(
             "the request has no `user` message (start from the run's memory, which begins with the run's request)"
                 .into(),
@@ -729,7 +730,9 @@ mod tests {
             Err(MessageError::WithoutContent(Role::User))
         );
 
-        assert!(check_request(&[]).unwrap_err().contains("no messages"));
+        assert!(check_request::<Message>(&[])
+            .unwrap_err()
+            .contains("no messages"));
         let no_user = [Message::system("s"), Message::assistant("a")];
         assert!(check_request(&no_user)
             .unwrap_err()

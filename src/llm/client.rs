@@ -1,3 +1,4 @@
+use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use tracing::{debug, warn};
 use super::answered::AnsweredEndpoints;
 use super::error::LlmError;
 use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
-use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam};
+use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam, Transcript};
 use crate::chat::{Message, Role, ToolChoice, ToolSpec, Usage};
 
 /// Resolved settings for one agent (`[llm]` overlaid with `[llm.<agent>]`).
@@ -30,8 +31,10 @@ pub struct LlmSettings {
     pub ca_file: Option<PathBuf>,
 }
 
-pub struct ChatRequest<'a> {
-    pub messages: &'a [Message],
+pub struct ChatRequest<'a, M = Message> {
+    /// Owned messages, or shared ones (`Arc<Message>`, a run's memory as
+    /// it holds it): either is written as it is, never copied first.
+    pub messages: &'a [M],
     pub tools: &'a [ToolSpec],
     pub tool_choice: ToolChoice,
     /// The run asking, for its trace's `chat` span (`agentd.run.id`); never
@@ -268,7 +271,10 @@ impl LlmClient {
 
     /// Sends one chat request, retrying where the contract allows. The future
     /// may be dropped at any point (a cancelled run): nothing is left behind.
-    pub async fn chat(&self, request: ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+    pub async fn chat<M: Borrow<Message> + Sync>(
+        &self,
+        request: ChatRequest<'_, M>,
+    ) -> Result<ChatResponse, LlmError> {
         // The `chat {model}` span, when traces are exported (`crate::otel`).
         let span = crate::otel::chat(&self.settings.model, request.run_id);
         let started = Instant::now();
@@ -279,9 +285,9 @@ impl LlmClient {
         result
     }
 
-    async fn chat_with_retries(
+    async fn chat_with_retries<M: Borrow<Message> + Sync>(
         &self,
-        request: ChatRequest<'_>,
+        request: ChatRequest<'_, M>,
         span: &tracing::Span,
     ) -> Result<ChatResponse, LlmError> {
         if !self.is_configured() {
@@ -302,7 +308,7 @@ impl LlmClient {
             .collect();
         let body = RequestBody {
             model: &self.settings.model,
-            messages: request.messages,
+            messages: Transcript(request.messages),
             tool_choice: (!tools.is_empty()).then(|| request.tool_choice.as_str()),
             tools,
             max_tokens: self.settings.max_tokens,
@@ -573,10 +579,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// A rough input-token estimate (4 characters a token plus framing), used to
 /// refuse a request *before* it would exceed the run's budget, as OpenManus
 /// does with tiktoken. Servers' own counts replace it once they answer.
-pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
+pub fn estimate_tokens<M: Borrow<Message>>(messages: &[M], tools: &[ToolSpec]) -> u64 {
     let chars: usize = messages
         .iter()
-        .map(|m| {
+        .map(Borrow::borrow)
+        .map(|m: &Message| {
             m.content_str().len()
                 + m.tool_calls
                     .iter()

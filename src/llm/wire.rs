@@ -1,15 +1,27 @@
 //! Request and response bodies of `POST /chat/completions`. Response types
 //! default every field they can: servers differ in what they omit and add.
 
+use std::borrow::Borrow;
+
 use serde::{Deserialize, Serialize};
 
 use super::FinishReason;
 use crate::chat::Message;
 
+/// The request's messages, owned or shared, written one by one as they are.
+pub(super) struct Transcript<'a, M>(pub &'a [M]);
+
+impl<M: Borrow<Message>> Serialize for Transcript<'_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(Borrow::borrow))
+    }
+}
+
 #[derive(Serialize)]
-pub(super) struct RequestBody<'a> {
+#[serde(bound = "M: Borrow<Message>")]
+pub(super) struct RequestBody<'a, M: Borrow<Message>> {
     pub model: &'a str,
-    pub messages: &'a [Message],
+    pub messages: Transcript<'a, M>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolParam<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
