@@ -8,7 +8,6 @@
 //! loop moves it forward through the methods below, which keep its rules
 //! (one step at a time, the warning for one step only, the budget).
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use super::memory::Memory;
 use super::resume::{Checkpoint, CheckpointHook, Prior};
 use super::settings::{RunLimits, RunSettings};
 use super::stuck::{self, is_stuck};
-use crate::chat::{check_request, Message, MessageError, Role, ToolCall};
+use crate::chat::{check_request, AsMessage, Kept, Message, MessageError, Role, ToolCall};
 use crate::chat::{ToolChoice, ToolSpec, Usage};
 use crate::llm::{estimate_tokens, ChatRequest, ChatResponse, LlmClient};
 use crate::plan::Plan;
@@ -641,7 +640,7 @@ impl RunContext {
 impl RunContext {
     /// Sends one request within the run's limits and budgets, and counts
     /// what it cost; `messages` owned (`chat`) or shared (`chat_with_memory`).
-    async fn send_chat<M: Borrow<Message> + Sync>(
+    async fn send_chat<M: AsMessage>(
         &self,
         messages: &[M],
         tools: &[ToolSpec],
@@ -784,8 +783,8 @@ impl RunHost for RunContext {
         tools: Vec<ToolSpec>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure> {
-        let mut messages: Vec<Arc<Message>> = system_prompt
-            .map(|prompt| Arc::new(Message::system(prompt)))
+        let mut messages: Vec<Arc<Kept>> = system_prompt
+            .map(|prompt| Arc::new(Kept::new(Message::system(prompt))))
             .into_iter()
             .collect();
         messages.extend(self.lock().memory.shared());

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use crate::chat::{Message, MessageError, Role};
+use crate::chat::{Kept, Message, MessageError, Role};
 
 /// The window size an agent gets when it sets none (`max_messages`).
 pub const DEFAULT_MAX_MESSAGES: usize = 100;
@@ -23,14 +23,14 @@ pub const DEFAULT_MAX_MESSAGES: usize = 100;
 /// A run's messages: the pinned request, then a window of the newest
 /// messages that is only ever cut where no tool-call group is split.
 ///
-/// Each message is held behind an `Arc`, because every step sends the whole
-/// memory to the model: [`Memory::shared`] hands the request builder the
-/// messages without copying a byte of them.
+/// Each message is kept with its JSON ([`Kept`]) behind an `Arc`, because
+/// every step sends the whole memory to the model: [`Memory::shared`] hands
+/// the request the messages without copying or encoding them again.
 #[derive(Debug, Clone)]
 pub struct Memory {
     /// The run's request: never trimmed, always first.
-    request: Option<Arc<Message>>,
-    entries: Vec<(u64, Arc<Message>)>,
+    request: Option<Arc<Kept>>,
+    entries: Vec<(u64, Arc<Kept>)>,
     max_messages: usize,
     next_serial: u64,
 }
@@ -50,7 +50,7 @@ impl Memory {
     /// Pins the request that started the run outside the window.
     pub fn pin_request(&mut self, request: Message) -> Result<(), MessageError> {
         request.validate()?;
-        self.request = Some(Arc::new(request));
+        self.request = Some(Arc::new(Kept::new(request)));
         Ok(())
     }
 
@@ -58,7 +58,8 @@ impl Memory {
     /// nothing) a message that fails [`Message::validate`].
     pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
         message.validate()?;
-        self.entries.push((self.next_serial, Arc::new(message)));
+        self.entries
+            .push((self.next_serial, Arc::new(Kept::new(message))));
         self.next_serial += 1;
         self.trim();
         Ok(())
@@ -75,7 +76,7 @@ impl Memory {
         self.entries
             .iter()
             .filter(move |(serial, _)| *serial >= mark)
-            .map(|(_, m)| &**m)
+            .map(|(_, m)| &***m)
     }
 
     /// What the model is shown: the pinned request, then the window.
@@ -84,7 +85,7 @@ impl Memory {
     }
 
     /// The same messages as [`Memory::messages`], shared rather than copied.
-    pub fn shared(&self) -> impl Iterator<Item = Arc<Message>> + '_ {
+    pub fn shared(&self) -> impl Iterator<Item = Arc<Kept>> + '_ {
         self.request
             .iter()
             .chain(self.entries.iter().map(|(_, m)| m))
@@ -96,7 +97,7 @@ impl Memory {
         self.request
             .iter()
             .chain(self.entries.iter().map(|(_, m)| m))
-            .map(|m| &**m)
+            .map(|m| &***m)
     }
 
     /// Messages held: the pinned request, if any, plus the window.

@@ -3,9 +3,10 @@
 //! One representation serves all three so that what is stored is exactly what
 //! is sent: the OpenAI wire shape is produced by `Serialize`, never by hand.
 
-use std::borrow::Borrow;
 use std::fmt;
+use std::ops::Deref;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -450,15 +451,74 @@ impl<'de> Deserialize<'de> for Message {
     }
 }
 
+/// A message as a run keeps it: with the JSON it is written as, encoded once
+/// when it was added. Every request carries the run's whole memory, so
+/// encoding each message at every request was most of writing a request.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    message: Message,
+    /// `None` only if encoding failed, which a message of strings cannot:
+    /// it is then encoded (and fails) where it is written.
+    json: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl Kept {
+    pub fn new(message: Message) -> Self {
+        let json = serde_json::value::to_raw_value(&message).ok();
+        Kept { message, json }
+    }
+
+    /// The message's JSON, as requests and the history write it.
+    pub fn json(&self) -> Option<&str> {
+        self.json.as_deref().map(serde_json::value::RawValue::get)
+    }
+}
+
+impl Deref for Kept {
+    type Target = Message;
+    fn deref(&self) -> &Message {
+        &self.message
+    }
+}
+
+/// A message a request can carry: owned ([`Message`]), or kept by a run
+/// ([`Kept`], shared as `Arc<Kept>`) and written as its JSON was encoded.
+pub trait AsMessage: Sync {
+    fn message(&self) -> &Message;
+    /// Writes the message into a request.
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+}
+
+impl AsMessage for Message {
+    fn message(&self) -> &Message {
+        self
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize(s)
+    }
+}
+
+impl AsMessage for Arc<Kept> {
+    fn message(&self) -> &Message {
+        &self.message
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.json {
+            Some(json) => json.serialize(s),
+            None => self.message.serialize(s),
+        }
+    }
+}
+
 /// Checks what real OpenAI-compatible servers check across a conversation:
 /// every `tool` message answers a call of the assistant message just before
 /// its group, and every call of an assistant message is answered before the
 /// next non-tool message. Used by the host before sending, so a strategy gets
 /// a precise error instead of an opaque HTTP 400.
-pub fn check_tool_pairing<M: Borrow<Message>>(messages: &[M]) -> Result<(), String> {
+pub fn check_tool_pairing<M: AsMessage>(messages: &[M]) -> Result<(), String> {
     let mut pending: Vec<&str> = Vec::new();
     let mut in_group = false;
-    for (i, m) in messages.iter().map(Borrow::borrow).enumerate() {
+    for (i, m) in messages.iter().map(AsMessage::message).enumerate() {
         match m.role {
             Role::Tool => {
                 let id = m.tool_call_id.as_deref().unwrap_or("");
@@ -504,15 +564,15 @@ pub fn check_tool_pairing<M: Borrow<Message>>(messages: &[M]) -> Result<(), Stri
 /// message, at least one `user` message (Qwen-family chat templates refuse a
 /// conversation without one: "No user query found in messages"), every
 /// message valid, and tool calls paired with their answers.
-pub fn check_request<M: Borrow<Message>>(messages: &[M]) -> Result<(), String> {
+pub fn check_request<M: AsMessage>(messages: &[M]) -> Result<(), String> {
     if messages.is_empty() {
         return Err("the request has no messages".into());
     }
-    for (i, m) in messages.iter().map(Borrow::borrow).enumerate() {
+    for (i, m) in messages.iter().map(AsMessage::message).enumerate() {
         m.validate()
             .map_err(|e| format!("message {i} ({}): {e}", m.describe()))?;
     }
-    if !messages.iter().any(|m| m.borrow().role == Role::User) {
+    if !messages.iter().any(|m| m.message().role == Role::User) {
         return Err(
             "the request has no `user` message (start from the run's memory, which begins with the run's request)"
                 .into(),

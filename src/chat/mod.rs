@@ -10,6 +10,8 @@ mod message;
 mod tools;
 mod usage;
 
-pub use message::{check_request, check_tool_pairing, Message, MessageError, Role, ToolCall};
+pub use message::{
+    check_request, check_tool_pairing, AsMessage, Kept, Message, MessageError, Role, ToolCall,
+};
 pub use tools::{ToolChoice, ToolSpec};
 pub use usage::Usage;

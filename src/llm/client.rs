@@ -1,4 +1,3 @@
-use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,7 +10,7 @@ use super::answered::AnsweredEndpoints;
 use super::error::LlmError;
 use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
 use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam, Transcript};
-use crate::chat::{Message, Role, ToolChoice, ToolSpec, Usage};
+use crate::chat::{AsMessage, Message, Role, ToolChoice, ToolSpec, Usage};
 
 /// Resolved settings for one agent (`[llm]` overlaid with `[llm.<agent>]`).
 #[derive(Clone, Debug, PartialEq)]
@@ -271,7 +270,7 @@ impl LlmClient {
 
     /// Sends one chat request, retrying where the contract allows. The future
     /// may be dropped at any point (a cancelled run): nothing is left behind.
-    pub async fn chat<M: Borrow<Message> + Sync>(
+    pub async fn chat<M: AsMessage>(
         &self,
         request: ChatRequest<'_, M>,
     ) -> Result<ChatResponse, LlmError> {
@@ -285,7 +284,7 @@ impl LlmClient {
         result
     }
 
-    async fn chat_with_retries<M: Borrow<Message> + Sync>(
+    async fn chat_with_retries<M: AsMessage>(
         &self,
         request: ChatRequest<'_, M>,
         span: &tracing::Span,
@@ -579,10 +578,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// A rough input-token estimate (4 characters a token plus framing), used to
 /// refuse a request *before* it would exceed the run's budget, as OpenManus
 /// does with tiktoken. Servers' own counts replace it once they answer.
-pub fn estimate_tokens<M: Borrow<Message>>(messages: &[M], tools: &[ToolSpec]) -> u64 {
+pub fn estimate_tokens<M: AsMessage>(messages: &[M], tools: &[ToolSpec]) -> u64 {
     let chars: usize = messages
         .iter()
-        .map(Borrow::borrow)
+        .map(AsMessage::message)
         .map(|m: &Message| {
             m.content_str().len()
                 + m.tool_calls

@@ -1,25 +1,29 @@
 //! Request and response bodies of `POST /chat/completions`. Response types
 //! default every field they can: servers differ in what they omit and add.
 
-use std::borrow::Borrow;
-
 use serde::{Deserialize, Serialize};
 
 use super::FinishReason;
-use crate::chat::Message;
+use crate::chat::{AsMessage, Message};
 
 /// The request's messages, owned or shared, written one by one as they are.
 pub(super) struct Transcript<'a, M>(pub &'a [M]);
 
-impl<M: Borrow<Message>> Serialize for Transcript<'_, M> {
+impl<M: AsMessage> Serialize for Transcript<'_, M> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(Borrow::borrow))
+        struct One<'a, M>(&'a M);
+        impl<M: AsMessage> Serialize for One<'_, M> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.0.write(s)
+            }
+        }
+        s.collect_seq(self.0.iter().map(One))
     }
 }
 
 #[derive(Serialize)]
-#[serde(bound = "M: Borrow<Message>")]
-pub(super) struct RequestBody<'a, M: Borrow<Message>> {
+#[serde(bound = "M: AsMessage")]
+pub(super) struct RequestBody<'a, M: AsMessage> {
     pub model: &'a str,
     pub messages: Transcript<'a, M>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -150,5 +154,36 @@ mod tests {
         );
         assert_eq!(reason(r#""eos""#), Some(FinishReason::Other("eos".into())));
         assert_eq!(reason("null"), None);
+    }
+
+    /// A request written from a run's kept messages (their JSON encoded
+    /// once, when added) is the very request written from the messages.
+    #[test]
+    fn kept_messages_are_written_as_the_messages_themselves() {
+        use crate::chat::{Kept, ToolCall};
+        use std::sync::Arc;
+        let messages = vec![
+            Message::system("be brief"),
+            Message::user("list the files \"here\"\n"),
+            Message::assistant_with_calls(
+                None,
+                vec![ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"ls\"}".into(),
+                }],
+            ),
+            Message::tool("a.txt", "c1", "bash"),
+        ];
+        let kept: Vec<Arc<Kept>> = messages
+            .iter()
+            .cloned()
+            .map(|m| Arc::new(Kept::new(m)))
+            .collect();
+        let owned = serde_json::to_string(&Transcript(&messages)).expect("owned");
+        let shared = serde_json::to_string(&Transcript(&kept)).expect("kept");
+        assert_eq!(owned, shared);
+        let back: Vec<Message> = serde_json::from_str(&shared).expect("reads back");
+        assert_eq!(back, messages);
     }
 }
