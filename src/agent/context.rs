@@ -738,13 +738,16 @@ impl RunHost for RunContext {
                 message.tool_calls.iter().map(|c| c.name.clone()).collect(),
             )
         });
+        // Encoded here, outside the run's lock: memory keeps the JSON that
+        // every later request carries.
+        let kept = Kept::new(message);
         let step = {
             let mut st = self.lock();
             if let Err(reason) = self.charge(&mut st, size) {
-                return Err(Refused::new(AddMessageError::OverLimit(reason), &message));
+                return Err(Refused::new(AddMessageError::OverLimit(reason), &kept));
             }
-            // Validated above: `add` checks again, and cannot refuse it.
-            st.memory.add(message).map_err(|e| Refused {
+            // Validated above: `add_kept` checks again, and cannot refuse it.
+            st.memory.add_kept(kept).map_err(|e| Refused {
                 error: e.into(),
                 described: String::new(),
             })?;

@@ -57,9 +57,14 @@ impl Memory {
     /// Adds a message at the end and trims the window; refuses (and keeps
     /// nothing) a message that fails [`Message::validate`].
     pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
+        self.add_kept(Kept::new(message))
+    }
+
+    /// [`Memory::add`] for a message already encoded, so that a caller
+    /// holding a lock around memory encodes before taking it.
+    pub fn add_kept(&mut self, message: Kept) -> Result<(), MessageError> {
         message.validate()?;
-        self.entries
-            .push((self.next_serial, Arc::new(Kept::new(message))));
+        self.entries.push((self.next_serial, Arc::new(message)));
         self.next_serial += 1;
         self.trim();
         Ok(())

@@ -454,6 +454,8 @@ impl<'de> Deserialize<'de> for Message {
 /// A message as a run keeps it: with the JSON it is written as, encoded once
 /// when it was added. Every request carries the run's whole memory, so
 /// encoding each message at every request was most of writing a request.
+/// The JSON is held only for the messages in the memory window (at most
+/// `max_messages`), and `max_run_bytes` counts each message once.
 #[derive(Debug, Clone)]
 pub struct Kept {
     message: Message,
@@ -466,11 +468,6 @@ impl Kept {
     pub fn new(message: Message) -> Self {
         let json = serde_json::value::to_raw_value(&message).ok();
         Kept { message, json }
-    }
-
-    /// The message's JSON, as requests and the history write it.
-    pub fn json(&self) -> Option<&str> {
-        self.json.as_deref().map(serde_json::value::RawValue::get)
     }
 }
 

@@ -31,8 +31,9 @@ pub struct LlmSettings {
 }
 
 pub struct ChatRequest<'a, M = Message> {
-    /// Owned messages, or shared ones (`Arc<Message>`, a run's memory as
-    /// it holds it): either is written as it is, never copied first.
+    /// Owned messages, or a run's memory as it holds it (`Arc<Kept>`, each
+    /// message with its JSON): either is written without being copied or,
+    /// when kept, encoded again.
     pub messages: &'a [M],
     pub tools: &'a [ToolSpec],
     pub tool_choice: ToolChoice,

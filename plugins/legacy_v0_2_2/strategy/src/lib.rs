@@ -1,6 +1,6 @@
 //! A strategy built against `agentd:plugin@0.2.2` (`wit/since_v0.2.2`),
 //! before the additive 0.2.3 (the `plan` import): the host serves it
-//! through its 0.2.3 bindings, which wasmtime matches semver-wise (its
+//! through its current (0.2.x) bindings, which wasmtime matches semver-wise (its
 //! `strategy-api@0.2.2` export and its `agent@0.2.2`, `config@0.2.2` and
 //! `logging@0.2.2` imports). Each step reads its agent's configuration and
 //! its settings (so the 0.2.2 imports are really called), finishes the run
