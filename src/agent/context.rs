@@ -635,9 +635,7 @@ impl RunContext {
             stuck_warning: st.warning_step == Some(st.current_step.saturating_add(1)),
         }
     }
-}
 
-impl RunContext {
     /// Sends one request within the run's limits and budgets, and counts
     /// what it cost; `messages` owned (`chat`) or shared (`chat_with_memory`).
     async fn send_chat<M: AsMessage>(
@@ -666,7 +664,7 @@ impl RunContext {
             self.lock().token_limit = Some(msg.clone());
             return Err(ChatFailure::TokenLimit(msg));
         }
-        let response = self
+        let mut response = self
             .llm
             .chat(ChatRequest {
                 messages,
@@ -676,7 +674,6 @@ impl RunContext {
             })
             .await
             .map_err(|e| ChatFailure::Failed(e.to_string()))?;
-        let mut response = response;
         self.cap_reply(&mut response.message);
         self.metrics.tokens(response.usage);
         if let Some(budget) = &self.budget {

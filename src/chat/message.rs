@@ -194,7 +194,7 @@ impl Message {
 /// a refusal may come in its own field, and some servers still answer with
 /// the legacy `function_call`. Each of these used to end a run `error` or
 /// hide the answer, though the server had said something usable.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct WireMessage {
     /// Some servers omit the role of the message they answer with, or send
     /// `null`; only an assistant answers, so that is what it means.

@@ -105,6 +105,28 @@ impl StrategyState {
     pub(super) fn limit_hit(&self, error: &wasmtime::Error) -> Option<LimitHit> {
         super::limits::classify(error, &self.limiter, &self.plugin)
     }
+
+    /// The model's answer, or why there is none, as the strategy gets it.
+    fn answer(
+        &self,
+        result: Result<ChatResponse, ChatFailure>,
+    ) -> Result<agent::ChatResponse, agent::ChatError> {
+        match result {
+            Ok(r) => Ok(agent::ChatResponse {
+                message: message_to_wit(r.message),
+                usage: usage_to_wit(r.usage),
+                finish_reason: r.finish_reason.map(finish_to_wit),
+            }),
+            Err(ChatFailure::TokenLimit(m)) => Err(agent::ChatError::TokenLimit(m)),
+            Err(ChatFailure::Invalid(m)) => Err(agent::ChatError::Failed(error(
+                ErrorCode::InvalidInput,
+                format!("strategy `{}`: {m}", self.plugin),
+            ))),
+            Err(ChatFailure::Failed(m)) => {
+                Err(agent::ChatError::Failed(error(ErrorCode::LlmFailed, m)))
+            }
+        }
+    }
 }
 
 impl Limited for StrategyState {
@@ -168,30 +190,6 @@ impl plan::Host for StrategyState {
             publish_checked(self.plan.as_ref(), &self.plugin, plan_from_wit(plan))
                 .map_err(|e| e.into_wit()),
         )
-    }
-}
-
-impl StrategyState {
-    /// The model's answer, or why there is none, as the strategy gets it.
-    fn answer(
-        &self,
-        result: Result<ChatResponse, ChatFailure>,
-    ) -> Result<agent::ChatResponse, agent::ChatError> {
-        match result {
-            Ok(r) => Ok(agent::ChatResponse {
-                message: message_to_wit(r.message),
-                usage: usage_to_wit(r.usage),
-                finish_reason: r.finish_reason.map(finish_to_wit),
-            }),
-            Err(ChatFailure::TokenLimit(m)) => Err(agent::ChatError::TokenLimit(m)),
-            Err(ChatFailure::Invalid(m)) => Err(agent::ChatError::Failed(error(
-                ErrorCode::InvalidInput,
-                format!("strategy `{}`: {m}", self.plugin),
-            ))),
-            Err(ChatFailure::Failed(m)) => {
-                Err(agent::ChatError::Failed(error(ErrorCode::LlmFailed, m)))
-            }
-        }
     }
 }
 
