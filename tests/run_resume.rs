@@ -324,7 +324,7 @@ async fn a_prior_gives_the_window_and_the_stuck_warning_the_original_had() {
     use std::sync::{Arc, Mutex};
 
     use agentd::agent::{Checkpoint, Outcome, Prior, RunOptions};
-    use agentd::chat::Message;
+    use agentd::chat::{Kept, Message};
 
     let h = common::Harness::new().await;
     let mut config = common::toolcall_agent(5);
@@ -346,8 +346,8 @@ async fn a_prior_gives_the_window_and_the_stuck_warning_the_original_had() {
         .run(
             "repeat yourself",
             RunOptions {
-                messages: Some(Arc::new(move |m: Message| {
-                    t.lock().expect("transcript").push(m)
+                messages: Some(Arc::new(move |m: &Arc<Kept>| {
+                    t.lock().expect("transcript").push((***m).clone())
                 })),
                 checkpoint: Some(Arc::new(move |cp: Checkpoint| {
                     c.lock().expect("checkpoints").push(cp);

@@ -496,14 +496,14 @@ impl RunContext {
     /// Pins the run's request outside the memory window (it is still one
     /// message of the transcript).
     pub fn pin_request(&self, request: &str) -> Result<(), MessageError> {
-        let message = Message::user(request);
+        let message = Arc::new(Kept::new(Message::user(request)));
         {
             let mut st = self.lock();
-            st.memory.pin_request(message.clone())?;
+            st.memory.pin_kept(message.clone())?;
             st.transcript_len += 1;
         }
         if let Some(sink) = &self.messages {
-            sink(message);
+            sink(&message);
         }
         Ok(())
     }
@@ -728,7 +728,6 @@ impl RunHost for RunContext {
         }
         message.validate().map_err(|e| Refused::new(e, &message))?;
         let size = message_bytes(&message);
-        let copy = self.messages.as_ref().map(|_| message.clone());
         let announce = (message.role == Role::Assistant).then(|| {
             (
                 message.content.clone(),
@@ -736,23 +735,23 @@ impl RunHost for RunContext {
             )
         });
         // Encoded here, outside the run's lock: memory keeps the JSON that
-        // every later request carries.
-        let kept = Kept::new(message);
+        // every later request carries, and the sink gets the same.
+        let kept = Arc::new(Kept::new(message));
         let step = {
             let mut st = self.lock();
             if let Err(reason) = self.charge(&mut st, size) {
                 return Err(Refused::new(AddMessageError::OverLimit(reason), &kept));
             }
             // Validated above: `add_kept` checks again, and cannot refuse it.
-            st.memory.add_kept(kept).map_err(|e| Refused {
+            st.memory.add_kept(kept.clone()).map_err(|e| Refused {
                 error: e.into(),
                 described: String::new(),
             })?;
             st.transcript_len += 1;
             st.current_step
         };
-        if let (Some(sink), Some(copy)) = (&self.messages, copy) {
-            sink(copy);
+        if let Some(sink) = &self.messages {
+            sink(&kept);
         }
         if let Some((content, tool_calls)) = announce {
             self.emit(RunEvent::AssistantMessage {

@@ -183,8 +183,9 @@ pub type EventSink = Arc<dyn Fn(&RunEvent) + Send + Sync>;
 /// Receives every message as it enters the run's memory, before the sliding
 /// window can drop it: the daemon stores the whole transcript this way, so a
 /// run that dies mid-way still has every message it produced. It is handed
-/// its own copy, which it keeps without cloning again.
-pub type MessageSink = Arc<dyn Fn(crate::chat::Message) + Send + Sync>;
+/// the message memory holds, with its JSON already encoded (the daemon's
+/// history stores that JSON instead of encoding the message again).
+pub type MessageSink = Arc<dyn Fn(&Arc<crate::chat::Kept>) + Send + Sync>;
 
 /// A sink that drops every event, for callers that only want the record
 /// (the default of `RunOptions`).

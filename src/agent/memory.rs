@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use super::stuck;
 use crate::chat::{Kept, Message, MessageError, Role};
 
 /// The window size an agent gets when it sets none (`max_messages`).
@@ -30,9 +31,20 @@ pub const DEFAULT_MAX_MESSAGES: usize = 100;
 pub struct Memory {
     /// The run's request: never trimmed, always first.
     request: Option<Arc<Kept>>,
-    entries: Vec<(u64, Arc<Kept>)>,
+    entries: Vec<Entry>,
     max_messages: usize,
     next_serial: u64,
+}
+
+/// A message of the window, with what stuck detection compares.
+#[derive(Debug, Clone)]
+struct Entry {
+    /// Its place in the order of adding, which trimming does not change.
+    serial: u64,
+    message: Arc<Kept>,
+    /// Its action's [`stuck::fingerprint`], taken once when it is added
+    /// rather than at each later step.
+    action: Option<u64>,
 }
 
 impl Memory {
@@ -49,22 +61,31 @@ impl Memory {
 
     /// Pins the request that started the run outside the window.
     pub fn pin_request(&mut self, request: Message) -> Result<(), MessageError> {
+        self.pin_kept(Arc::new(Kept::new(request)))
+    }
+
+    /// [`Memory::pin_request`] for a message already encoded and shared.
+    pub fn pin_kept(&mut self, request: Arc<Kept>) -> Result<(), MessageError> {
         request.validate()?;
-        self.request = Some(Arc::new(Kept::new(request)));
+        self.request = Some(request);
         Ok(())
     }
 
     /// Adds a message at the end and trims the window; refuses (and keeps
     /// nothing) a message that fails [`Message::validate`].
     pub fn add(&mut self, message: Message) -> Result<(), MessageError> {
-        self.add_kept(Kept::new(message))
+        self.add_kept(Arc::new(Kept::new(message)))
     }
 
     /// [`Memory::add`] for a message already encoded, so that a caller
     /// holding a lock around memory encodes before taking it.
-    pub fn add_kept(&mut self, message: Kept) -> Result<(), MessageError> {
+    pub fn add_kept(&mut self, message: Arc<Kept>) -> Result<(), MessageError> {
         message.validate()?;
-        self.entries.push((self.next_serial, Arc::new(message)));
+        self.entries.push(Entry {
+            serial: self.next_serial,
+            action: stuck::fingerprint(&message),
+            message,
+        });
         self.next_serial += 1;
         self.trim();
         Ok(())
@@ -78,10 +99,19 @@ impl Memory {
 
     /// Messages still in the window that were added after `mark`.
     pub fn added_since(&self, mark: u64) -> impl Iterator<Item = &Message> {
+        self.entries_since(mark).map(|(_, m, _)| m)
+    }
+
+    /// The window's messages added after `mark`, each with its serial and
+    /// its action's fingerprint (for stuck detection).
+    pub(super) fn entries_since(
+        &self,
+        mark: u64,
+    ) -> impl Iterator<Item = (u64, &Message, Option<u64>)> {
         self.entries
             .iter()
-            .filter(move |(serial, _)| *serial >= mark)
-            .map(|(_, m)| &***m)
+            .filter(move |e| e.serial >= mark)
+            .map(|e| (e.serial, &**e.message, e.action))
     }
 
     /// What the model is shown: the pinned request, then the window.
@@ -93,7 +123,7 @@ impl Memory {
     pub fn shared(&self) -> impl Iterator<Item = Arc<Kept>> + '_ {
         self.request
             .iter()
-            .chain(self.entries.iter().map(|(_, m)| m))
+            .chain(self.entries.iter().map(|e| &e.message))
             .cloned()
     }
 
@@ -101,7 +131,7 @@ impl Memory {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> {
         self.request
             .iter()
-            .chain(self.entries.iter().map(|(_, m)| m))
+            .chain(self.entries.iter().map(|e| &e.message))
             .map(|m| &***m)
     }
 
@@ -128,7 +158,7 @@ impl Memory {
         let orphans = self
             .entries
             .iter()
-            .take_while(|(_, m)| m.role == Role::Tool)
+            .take_while(|e| e.message.role == Role::Tool)
             .count();
         self.entries.drain(..orphans);
     }

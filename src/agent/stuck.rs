@@ -5,6 +5,8 @@
 //! caught. Here an action is the content plus the tool calls (names and
 //! arguments, ignoring the per-call ids, which are fresh every time).
 
+use std::hash::{Hash, Hasher};
+
 use super::memory::Memory;
 use crate::chat::{Message, Role};
 
@@ -56,27 +58,91 @@ impl<'a> Action<'a> {
 /// Whether the step that began at `step_mark` repeated an earlier action at
 /// least `threshold` times. Only an assistant message added by this step
 /// counts, so a step that said nothing cannot re-trigger on an old message.
+///
+/// Runs at every step over the whole window, so it compares the
+/// fingerprints memory took when each message was added ([`fingerprint`]),
+/// and parses arguments only for the earlier actions whose fingerprint
+/// matches: parsing every earlier message's arguments at every step made a
+/// run's detection quadratic (2.5 % of the daemon's CPU under
+/// `cargo bench --bench daemon`).
 pub fn is_stuck(memory: &Memory, step_mark: u64, threshold: usize) -> bool {
     if threshold == 0 {
         return false;
     }
-    let Some(last) = memory
-        .added_since(step_mark)
-        .filter(|m| m.role == Role::Assistant)
+    let Some((serial, last, key)) = memory
+        .entries_since(step_mark)
+        .filter(|(_, m, _)| m.role == Role::Assistant)
         .last()
     else {
         return false;
     };
-    let action = Action::of(last);
-    if action.is_empty() {
+    // No fingerprint: the action is empty (no text, no calls).
+    let Some(key) = key else {
         return false;
-    }
+    };
+    let action = Action::of(last);
     let earlier = memory
-        .iter()
-        .filter(|m| m.role == Role::Assistant && !std::ptr::eq(*m, last))
-        .filter(|m| Action::of(m) == action)
+        .entries_since(0)
+        .filter(|(s, _, k)| *s != serial && *k == Some(key))
+        .filter(|(_, m, _)| Action::of(m) == action)
         .count();
     earlier >= threshold
+}
+
+/// A hash of an assistant message's action, equal for equal actions (as
+/// [`Action`] compares them: arguments as JSON values, whatever their key
+/// order or spacing); `None` for other roles and for an empty action. Two
+/// different actions may share one, so a match is confirmed by comparing
+/// the actions themselves.
+pub fn fingerprint(m: &Message) -> Option<u64> {
+    if m.role != Role::Assistant {
+        return None;
+    }
+    let action = Action::of(m);
+    if action.is_empty() {
+        return None;
+    }
+    let mut h = std::hash::DefaultHasher::new();
+    action.content.hash(&mut h);
+    for (name, key) in &action.calls {
+        name.hash(&mut h);
+        match key {
+            ArgKey::Json(v) => hash_value(v, &mut h),
+            ArgKey::Raw(raw) => {
+                0xffu8.hash(&mut h);
+                raw.hash(&mut h);
+            }
+        }
+    }
+    Some(h.finish())
+}
+
+/// Hashes a JSON value consistently with its `==`: objects by sorted keys
+/// (whatever order the map keeps them in), numbers by their text (`1` and
+/// `1.0` differ, as they do for `==`).
+fn hash_value(v: &serde_json::Value, h: &mut impl Hasher) {
+    use serde_json::Value;
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => (1u8, b).hash(h),
+        Value::Number(n) => (2u8, n.to_string()).hash(h),
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(h);
+            for item in items {
+                hash_value(item, h);
+            }
+        }
+        Value::Object(map) => {
+            (5u8, map.len()).hash(h);
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            for k in keys {
+                k.hash(h);
+                hash_value(&map[k.as_str()], h);
+            }
+        }
+    }
 }
 
 /// The prompt for the step after a detection: the warning once, in front of
@@ -138,6 +204,38 @@ mod tests {
         }
         assert!(is_stuck(&m, m.mark() - 1, 2));
         assert!(!is_stuck(&m, m.mark(), 2), "a step that added nothing");
+    }
+
+    #[test]
+    fn fingerprints_follow_the_actions_equality() {
+        let call = |args: &str| {
+            Message::assistant_with_calls(
+                Some("run it".into()),
+                vec![ToolCall {
+                    id: "x".into(),
+                    name: "bash".into(),
+                    arguments: args.into(),
+                }],
+            )
+        };
+        let a = fingerprint(&call(r#"{"a": 1, "b": [true, null, "s"]}"#));
+        assert!(a.is_some());
+        assert_eq!(a, fingerprint(&call(r#"{"b":[true,null,"s"],"a":1}"#)));
+        assert_ne!(
+            a,
+            fingerprint(&call(r#"{"a": 1.0, "b": [true, null, "s"]}"#))
+        );
+        assert_ne!(a, fingerprint(&call("not json")));
+        assert_eq!(
+            fingerprint(&call("not json")),
+            fingerprint(&call("not json"))
+        );
+        assert_eq!(
+            fingerprint(&Message::assistant("")),
+            None,
+            "an empty action"
+        );
+        assert_eq!(fingerprint(&Message::user("same")), None, "not an action");
     }
 
     #[test]

@@ -469,6 +469,11 @@ impl Kept {
         let json = serde_json::value::to_raw_value(&message).ok();
         Kept { message, json }
     }
+
+    /// The message's JSON as it was encoded; `None` if that failed.
+    pub fn json(&self) -> Option<&str> {
+        self.json.as_deref().map(serde_json::value::RawValue::get)
+    }
 }
 
 impl Deref for Kept {

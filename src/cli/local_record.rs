@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::agent::{EventSink, MessageSink, RunEvent, RunRecord};
 
 use crate::api::{RunState, RunSummary, RunView};
-use crate::chat::Message;
+use crate::chat::{Kept, Message};
 use crate::sync::LockExt;
 use crate::time::now_ms;
 
@@ -64,8 +64,8 @@ impl LocalRecord {
     /// sliding window can drop it.
     pub fn message_sink(self: &Arc<Self>) -> MessageSink {
         let me = self.clone();
-        Arc::new(move |message: Message| {
-            me.messages.lock_unpoisoned().push(message);
+        Arc::new(move |message: &Arc<Kept>| {
+            me.messages.lock_unpoisoned().push((***message).clone());
         })
     }
 
@@ -108,7 +108,7 @@ mod tests {
             max_steps: 7,
         });
         for text in ["hi", "a", "b"] {
-            messages(Message::user(text));
+            messages(&Arc::new(Kept::new(Message::user(text))));
         }
         let view = record.finish(&RunRecord {
             id: "r1".into(),

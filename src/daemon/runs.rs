@@ -28,7 +28,7 @@ use crate::agent::{
     RunEvent, RunOptions, RunRecord,
 };
 use crate::api::{DaemonEvent, ResumeLinks, RunState, RunSummary, RunView};
-use crate::chat::Message;
+use crate::chat::{Kept, Message};
 use crate::plan::Plan;
 use crate::sync::LockExt;
 use crate::time::now_ms;
@@ -711,13 +711,15 @@ impl RunManager {
     fn message_sink(&self, run: &Arc<LiveRun>) -> MessageSink {
         let history = self.history.clone();
         let run = run.clone();
-        Arc::new(move |message: Message| {
-            // Encoded before it is kept, so the run keeps the sink's copy
-            // instead of a second one.
-            let json = serde_json::to_string(&message);
+        Arc::new(move |message: &Arc<Kept>| {
+            // The JSON memory encoded: copied, not encoded again.
+            let json = match message.json() {
+                Some(json) => Ok(json.to_owned()),
+                None => serde_json::to_string(&***message),
+            };
             let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
-            messages.push(message);
+            messages.push((***message).clone());
             drop(messages);
             history.append_message_json(&run.id, index, json);
         })
