@@ -18,7 +18,7 @@ use tracing::warn;
 use super::events::{EventSink, MessageSink, RunEvent};
 use super::human::{human_duration, Decision, HumanChannel, Reply, Waiting};
 use super::limits::{event_bytes, human_bytes, message_bytes, truncate_with_note};
-use super::memory::Memory;
+use super::memory::{Entry, Memory};
 use super::resume::{Checkpoint, CheckpointHook, Prior};
 use super::settings::{RunLimits, RunSettings};
 use super::stuck::{self, is_stuck};
@@ -734,16 +734,18 @@ impl RunHost for RunContext {
                 message.tool_calls.iter().map(|c| c.name.clone()).collect(),
             )
         });
-        // Encoded here, outside the run's lock: memory keeps the JSON that
-        // every later request carries, and the sink gets the same.
+        // Encoded and fingerprinted here, outside the run's lock: memory
+        // keeps the JSON that every later request carries (the sink gets
+        // the same) and what stuck detection compares.
         let kept = Arc::new(Kept::new(message));
+        let entry = Entry::new(kept.clone());
         let step = {
             let mut st = self.lock();
             if let Err(reason) = self.charge(&mut st, size) {
                 return Err(Refused::new(AddMessageError::OverLimit(reason), &kept));
             }
-            // Validated above: `add_kept` checks again, and cannot refuse it.
-            st.memory.add_kept(kept.clone()).map_err(|e| Refused {
+            // Validated above: `add_entry` checks again, and cannot refuse it.
+            st.memory.add_entry(entry).map_err(|e| Refused {
                 error: e.into(),
                 described: String::new(),
             })?;

@@ -36,15 +36,29 @@ pub struct Memory {
     next_serial: u64,
 }
 
-/// A message of the window, with what stuck detection compares.
+/// A message ready to enter memory, with what stuck detection compares:
+/// built before the run's lock is taken ([`Entry::new`] parses the
+/// message's tool-call arguments once), added under it
+/// ([`Memory::add_entry`]).
 #[derive(Debug, Clone)]
-struct Entry {
+pub struct Entry {
     /// Its place in the order of adding, which trimming does not change.
     serial: u64,
     message: Arc<Kept>,
     /// Its action's [`stuck::fingerprint`], taken once when it is added
     /// rather than at each later step.
     action: Option<u64>,
+}
+
+impl Entry {
+    /// The entry of `message`; its place in memory is set when it is added.
+    pub fn new(message: Arc<Kept>) -> Self {
+        Entry {
+            serial: 0,
+            action: stuck::fingerprint(&message),
+            message,
+        }
+    }
 }
 
 impl Memory {
@@ -80,12 +94,14 @@ impl Memory {
     /// [`Memory::add`] for a message already encoded, so that a caller
     /// holding a lock around memory encodes before taking it.
     pub fn add_kept(&mut self, message: Arc<Kept>) -> Result<(), MessageError> {
-        message.validate()?;
-        self.entries.push(Entry {
-            serial: self.next_serial,
-            action: stuck::fingerprint(&message),
-            message,
-        });
+        self.add_entry(Entry::new(message))
+    }
+
+    /// [`Memory::add_kept`] for an entry made before taking the run's lock.
+    pub fn add_entry(&mut self, mut entry: Entry) -> Result<(), MessageError> {
+        entry.message.validate()?;
+        entry.serial = self.next_serial;
+        self.entries.push(entry);
         self.next_serial += 1;
         self.trim();
         Ok(())

@@ -61,8 +61,8 @@ impl<'a> Action<'a> {
 ///
 /// Runs at every step over the whole window, so it compares the
 /// fingerprints memory took when each message was added ([`fingerprint`]),
-/// and parses arguments only for the earlier actions whose fingerprint
-/// matches: parsing every earlier message's arguments at every step made a
+/// and parses arguments only when at least `threshold` earlier
+/// fingerprints match the step's (to confirm them): parsing every earlier message's arguments at every step made a
 /// run's detection quadratic (2.5 % of the daemon's CPU under
 /// `cargo bench --bench daemon`).
 pub fn is_stuck(memory: &Memory, step_mark: u64, threshold: usize) -> bool {
@@ -80,13 +80,21 @@ pub fn is_stuck(memory: &Memory, step_mark: u64, threshold: usize) -> bool {
     let Some(key) = key else {
         return false;
     };
+    let matches = || {
+        memory
+            .entries_since(0)
+            .filter(move |(s, _, k)| *s != serial && *k == Some(key))
+    };
+    // Fewer matching fingerprints than the threshold: not stuck, and
+    // nothing to parse.
+    if matches().count() < threshold {
+        return false;
+    }
     let action = Action::of(last);
-    let earlier = memory
-        .entries_since(0)
-        .filter(|(s, _, k)| *s != serial && *k == Some(key))
+    matches()
         .filter(|(_, m, _)| Action::of(m) == action)
-        .count();
-    earlier >= threshold
+        .count()
+        >= threshold
 }
 
 /// A hash of an assistant message's action, equal for equal actions (as
@@ -104,45 +112,16 @@ pub fn fingerprint(m: &Message) -> Option<u64> {
     }
     let mut h = std::hash::DefaultHasher::new();
     action.content.hash(&mut h);
+    // serde_json's `Value` hashes consistently with its `==`: `0.0` and
+    // `-0.0` alike, objects whatever their keys' order.
     for (name, key) in &action.calls {
         name.hash(&mut h);
         match key {
-            ArgKey::Json(v) => hash_value(v, &mut h),
-            ArgKey::Raw(raw) => {
-                0xffu8.hash(&mut h);
-                raw.hash(&mut h);
-            }
+            ArgKey::Json(v) => (0u8, v).hash(&mut h),
+            ArgKey::Raw(raw) => (1u8, raw).hash(&mut h),
         }
     }
     Some(h.finish())
-}
-
-/// Hashes a JSON value consistently with its `==`: objects by sorted keys
-/// (whatever order the map keeps them in), numbers by their text (`1` and
-/// `1.0` differ, as they do for `==`).
-fn hash_value(v: &serde_json::Value, h: &mut impl Hasher) {
-    use serde_json::Value;
-    match v {
-        Value::Null => 0u8.hash(h),
-        Value::Bool(b) => (1u8, b).hash(h),
-        Value::Number(n) => (2u8, n.to_string()).hash(h),
-        Value::String(s) => (3u8, s).hash(h),
-        Value::Array(items) => {
-            (4u8, items.len()).hash(h);
-            for item in items {
-                hash_value(item, h);
-            }
-        }
-        Value::Object(map) => {
-            (5u8, map.len()).hash(h);
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            for k in keys {
-                k.hash(h);
-                hash_value(&map[k.as_str()], h);
-            }
-        }
-    }
 }
 
 /// The prompt for the step after a detection: the warning once, in front of
@@ -226,6 +205,11 @@ mod tests {
             fingerprint(&call(r#"{"a": 1.0, "b": [true, null, "s"]}"#))
         );
         assert_ne!(a, fingerprint(&call("not json")));
+        // Equal as values, so the same action.
+        assert_eq!(
+            fingerprint(&call(r#"{"n": -0.0}"#)),
+            fingerprint(&call(r#"{"n": 0.0}"#))
+        );
         assert_eq!(
             fingerprint(&call("not json")),
             fingerprint(&call("not json"))

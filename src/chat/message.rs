@@ -830,4 +830,24 @@ mod tests {
         missing.remove(3);
         assert!(check_tool_pairing(&missing).is_err());
     }
+
+    #[test]
+    fn a_kept_messages_json_is_its_encoding() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "echo".into(),
+            arguments: r#"{"text":"hi \"there\""}"#.into(),
+        };
+        for m in [
+            Message::user("a \u{1F600} and a \n"),
+            Message::assistant_with_calls(Some("thinking".into()), vec![call]),
+            Message::tool("out", "call_1", "echo"),
+        ] {
+            let kept = Kept::new(m.clone());
+            assert_eq!(
+                kept.json(),
+                Some(serde_json::to_string(&m).unwrap().as_str())
+            );
+        }
+    }
 }

@@ -809,6 +809,63 @@ async fn a_request_is_written_once_however_many_times_its_run_is_saved() {
     assert_eq!(h.write_errors(), 0);
 }
 
+/// What the test's triggers counted, in order.
+async fn indexed_writes(h: &History) -> rusqlite::Result<Vec<String>> {
+    ask_writer(h, |conn| {
+        conn.prepare("SELECT col FROM temp.indexed_writes ORDER BY rowid")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_steps_save_rewrites_no_index_and_an_end_rewrites_state_and_end_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut run = summary("steps", 1, RunState::Running);
+    h.create_run(&run);
+    h.flush().await.unwrap();
+    // Temporary triggers (on the writer's connection only) count the
+    // updates SQLite makes to each indexed column of `runs`: an `UPDATE OF`
+    // trigger fires when the column is in the statement's `SET`, which is
+    // when SQLite rewrites the column's index entry, whatever the value.
+    ask_writer(&h, |conn| {
+        conn.execute_batch(
+            "CREATE TEMP TABLE indexed_writes (col TEXT NOT NULL);
+             CREATE TEMP TRIGGER state_set AFTER UPDATE OF state ON main.runs
+                 BEGIN INSERT INTO indexed_writes VALUES ('state'); END;
+             CREATE TEMP TRIGGER ended_set AFTER UPDATE OF ended_at_ms ON main.runs
+                 BEGIN INSERT INTO indexed_writes VALUES ('ended_at_ms'); END;
+             CREATE TEMP TRIGGER seq_set AFTER UPDATE OF seq ON main.runs
+                 BEGIN INSERT INTO indexed_writes VALUES ('seq'); END;",
+        )
+    })
+    .await
+    .expect("create the triggers");
+    for step in 3..=6 {
+        run.steps = step;
+        run.usage.prompt_tokens += 100;
+        h.save_run(&run);
+        // One commit per step, so each save is its own `UPDATE`.
+        h.flush().await.unwrap();
+        assert_eq!(h.summary("steps").await.unwrap().expect("stored"), run);
+    }
+    assert_eq!(
+        indexed_writes(&h).await.unwrap(),
+        Vec::<String>::new(),
+        "a step's save leaves the indexed columns alone"
+    );
+    run.state = RunState::Ended;
+    run.outcome = Some(Outcome::Finished);
+    run.ended_at_ms = Some(9_000);
+    h.save_run(&run);
+    h.flush().await.unwrap();
+    assert_eq!(indexed_writes(&h).await.unwrap(), ["state", "ended_at_ms"]);
+    assert_eq!(h.summary("steps").await.unwrap().expect("stored"), run);
+    assert_eq!(h.write_errors(), 0);
+}
+
 /// The first schema, as agentd wrote it (migration 1); kept here verbatim so
 /// the upgrade is tested from what files in the field hold.
 const SCHEMA_1: &str = "

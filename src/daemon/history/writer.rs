@@ -521,7 +521,7 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
         .map(drop)
 }
 
-/// Rewrites the row of a run created before (its request is another table's
+/// Updates the row of a run created before (its request is another table's
 /// row, untouched). A run with no row is an error: its creation was refused
 /// and deleted, and an update must not bring back a run without a request.
 ///
