@@ -61,10 +61,10 @@ impl<'a> Action<'a> {
 ///
 /// Runs at every step over the whole window, so it compares the
 /// fingerprints memory took when each message was added ([`fingerprint`]),
-/// and parses arguments only when at least `threshold` earlier
-/// fingerprints match the step's (to confirm them): parsing every earlier message's arguments at every step made a
-/// run's detection quadratic (2.5 % of the daemon's CPU under
-/// `cargo bench --bench daemon`).
+/// and parses arguments only when at least `threshold` earlier fingerprints
+/// match the step's (to confirm them): parsing every earlier message's
+/// arguments at every step made a run's detection quadratic (2.5 % of the
+/// daemon's CPU under `cargo bench --bench daemon`).
 pub fn is_stuck(memory: &Memory, step_mark: u64, threshold: usize) -> bool {
     if threshold == 0 {
         return false;

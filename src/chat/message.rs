@@ -474,6 +474,15 @@ impl Kept {
     pub fn json(&self) -> Option<&str> {
         self.json.as_deref().map(serde_json::value::RawValue::get)
     }
+
+    /// The message's JSON as an owned string: a copy of the encoding kept,
+    /// else encoded now (and failing as it did the first time).
+    pub fn to_json_string(&self) -> serde_json::Result<String> {
+        match self.json() {
+            Some(json) => Ok(json.to_owned()),
+            None => serde_json::to_string(&self.message),
+        }
+    }
 }
 
 impl Deref for Kept {

@@ -713,10 +713,7 @@ impl RunManager {
         let run = run.clone();
         Arc::new(move |message: &Arc<Kept>| {
             // The JSON memory encoded: copied, not encoded again.
-            let json = match message.json() {
-                Some(json) => Ok(json.to_owned()),
-                None => serde_json::to_string(&***message),
-            };
+            let json = message.to_json_string();
             let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
             messages.push((***message).clone());

@@ -474,6 +474,16 @@ fn tokens(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The row's outcome and token counts as the `runs` columns hold them, for
+/// both the creation and the saves.
+fn stored_counters(row: &RunRow) -> (Option<&'static str>, i64, i64) {
+    (
+        row.outcome.map(Outcome::as_str),
+        tokens(row.usage.prompt_tokens),
+        tokens(row.usage.completion_tokens),
+    )
+}
+
 /// The row, then the request, once: a run's later writes carry the row
 /// alone. Both in the writer's transaction; the request cannot fail on its
 /// own (its one constraint is the row just written).
@@ -491,11 +501,7 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 0, 0, 0,
                  ?16, ?17, ?18)",
     )?;
-    let outcome = row.outcome.map(Outcome::as_str);
-    let (prompt, completion) = (
-        tokens(row.usage.prompt_tokens),
-        tokens(row.usage.completion_tokens),
-    );
+    let (outcome, prompt, completion) = stored_counters(row);
     insert.execute(params![
         row.id,
         row.seq,
@@ -535,11 +541,7 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
 /// written again. Under `cargo bench --bench daemon` this took a WAL page
 /// (of about five and a half) off each step.
 fn save_run(conn: &Connection, row: &RunRow) -> rusqlite::Result<()> {
-    let outcome = row.outcome.map(Outcome::as_str);
-    let (prompt, completion) = (
-        tokens(row.usage.prompt_tokens),
-        tokens(row.usage.completion_tokens),
-    );
+    let (outcome, prompt, completion) = stored_counters(row);
     let changed = conn
         .prepare_cached(
             "UPDATE runs SET outcome = ?2, steps = ?3, max_steps = ?4, result = ?5,
