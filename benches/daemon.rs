@@ -26,6 +26,10 @@ const STEPS: usize = 20;
 const LLM_DELAY: Duration = Duration::from_millis(20);
 /// Clients creating the runs concurrently.
 const CLIENTS: usize = 16;
+/// Between two `GET /v1/runs/{id}` of the latency probe.
+const PROBE_INTERVAL: Duration = Duration::from_millis(10);
+/// Between two `GET /v1/status` polls for the end of the load.
+const STATUS_INTERVAL: Duration = Duration::from_millis(20);
 /// Set in the environment of the child that serves the fake LLM.
 const FAKE_LLM_ENV: &str = "AGENTD_BENCH_FAKE_LLM";
 
@@ -225,6 +229,11 @@ async fn main() -> anyhow::Result<()> {
                         lat.push(t.elapsed());
                     }
                     i += 1;
+                    // Paced: a monitoring client, not a load generator. Back
+                    // to back, the GETs' own cost (each reads an ended run's
+                    // transcript from the history) moved the daemon's CPU per
+                    // step by as much as the changes being measured.
+                    std::thread::sleep(PROBE_INTERVAL);
                 }
                 lat
             })
@@ -239,7 +248,7 @@ async fn main() -> anyhow::Result<()> {
                 start.elapsed() < Duration::from_secs(600),
                 "runs did not finish"
             );
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(STATUS_INTERVAL);
         }
         let wall = start.elapsed();
         let cpu = cpu_time(pid).saturating_sub(cpu_before);
