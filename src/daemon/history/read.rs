@@ -74,9 +74,14 @@ pub struct ResumePoint {
     pub plan: Option<Plan>,
 }
 
-/// How every stored `plan_changed` event begins: serde writes the tag
-/// first, so the plan events of a run are found without parsing the others.
-const PLAN_CHANGED_PREFIX: &str = r#"{"type":"plan_changed","#;
+/// A run's `plan_changed` events, newest first. Every stored event begins
+/// with its tag (serde writes it first), so they are told from the others
+/// by their first 23 bytes, `{"type":"plan_changed",`: the condition of the
+/// partial index `events_plan` (schema migration 5), written here word for
+/// word so that SQLite seeks through that index.
+pub(super) const PLAN_EVENTS: &str = "SELECT seq, event FROM events \
+     WHERE run_id = ?1 AND substr(event, 1, 23) = '{\"type\":\"plan_changed\",' \
+     ORDER BY seq DESC";
 
 /// How far up a chain of resumed runs a carried plan is looked for.
 const MAX_CHAIN: usize = 64;
@@ -303,18 +308,9 @@ impl Reader<'_> {
     fn plan_at(&self, id: &str, step: u32) -> Result<Option<Plan>, HistoryError> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT seq, event FROM events WHERE run_id = ?1 AND substr(event, 1, ?2) = ?3 \
-                 ORDER BY seq DESC",
-            )
+            .prepare_cached(PLAN_EVENTS)
             .map_err(|e| self.sqlite(e))?;
-        let mut rows = stmt
-            .query(params![
-                id,
-                PLAN_CHANGED_PREFIX.len() as i64,
-                PLAN_CHANGED_PREFIX
-            ])
-            .map_err(|e| sqlite(self.path, e))?;
+        let mut rows = stmt.query([id]).map_err(|e| sqlite(self.path, e))?;
         while let Some(row) = rows.next().map_err(|e| sqlite(self.path, e))? {
             let seq: i64 = row.get(0).map_err(|e| sqlite(self.path, e))?;
             let json: String = row.get(1).map_err(|e| sqlite(self.path, e))?;

@@ -89,6 +89,17 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN cost REAL;
     ",
+    // 5: a run's plan (`read::plan_at`) found by a seek instead of a scan.
+    // Without it every `GET /v1/runs/{id}` read all of the run's events,
+    // whole, to find its last `plan_changed`: a few per run among
+    // thousands. Partial, so the index holds only those events and costs
+    // the other inserts nothing but this test. `read::PLAN_EVENTS` repeats
+    // the condition word for word: SQLite uses a partial index only for a
+    // query whose WHERE contains its own.
+    "
+    CREATE INDEX events_plan ON events(run_id, seq)
+        WHERE substr(event, 1, 23) = '{\"type\":\"plan_changed\",';
+    ",
 ];
 
 /// The writer's page cache, in KiB (see `open_writer`).

@@ -1492,3 +1492,50 @@ async fn the_plan_is_the_last_plan_changed_and_the_resume_point_s_is_the_checkpo
     let json = serde_json::to_value(h.get("none").await.unwrap().expect("kept")).unwrap();
     assert_eq!(json.get("plan"), Some(&serde_json::Value::Null), "{json}");
 }
+
+/// A run's plan is found by a seek through the partial index `events_plan`,
+/// not a scan of all its events: `read::PLAN_EVENTS` repeats the index's
+/// condition word for word, and a stored `plan_changed` event starts with
+/// the 23 bytes that condition tests (and no other event does).
+#[tokio::test]
+async fn the_plan_is_read_through_its_partial_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Ended));
+    h.append_event("r", &step_started(1));
+    h.append_event(
+        "r",
+        &line(
+            2,
+            RunEvent::PlanChanged {
+                step: 1,
+                plan: crate::plan::Plan {
+                    title: "t".into(),
+                    steps: vec![],
+                },
+            },
+        ),
+    );
+    h.flush().await.unwrap();
+    let conn = rusqlite::Connection::open(h.path()).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", super::read::PLAN_EVENTS))
+        .unwrap()
+        .query_map(["r"], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter().any(|d| d.contains("USING INDEX events_plan")),
+        "{plan:?}"
+    );
+    // The index holds the plan event alone, and the query finds it.
+    let indexed: Vec<i64> = conn
+        .prepare(super::read::PLAN_EVENTS)
+        .unwrap()
+        .query_map(["r"], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(indexed, vec![2]);
+}
