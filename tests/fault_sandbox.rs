@@ -525,23 +525,58 @@ async fn an_engine_restart_mid_run_ends_it_and_leaves_nothing() {
         assert_status_within_a_second(&d);
         let bystander = Bystander::start(&d, &llm);
         bystander.finish(&d);
-        let left = || {
-            let mut left = docker_lines(&host, &["ps", "-a", "--format", "{{.Names}} {{.Status}}"]);
-            left.extend(docker_lines(&host, &["volume", "ls", "-q"]));
-            left
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !left().is_empty() {
-            assert!(
-                Instant::now() < deadline,
-                "left on the engine: {:?}\n{}",
-                left(),
-                d.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        assert_nothing_left(&d, &host);
         committed.assert_unchanged(&d);
     });
     // And nothing of these runs on the default engine either.
     assert_no_containers(&[&id]).await;
+}
+
+/// A run that ends while its engine is away cannot have its container
+/// and volumes removed then; once the engine is back they go, while the
+/// daemon keeps serving (not only at its next start, when the reaper
+/// runs). Here the run is cancelled with the engine stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_run_ending_while_the_engine_is_away_left_goes_once_it_is_back() {
+    let mut engine = tokio::task::block_in_place(PrivateEngine::start);
+    let host = engine.host.clone();
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let request = "cancelled while the engine is away";
+    llm.push_for(request, [bash("sleep 600"), Reply::terminate()]);
+    let d =
+        tokio::task::block_in_place(|| start_daemon(&llm, &format!("docker_host = \"{host}\"")));
+    let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
+    tokio::task::block_in_place(|| {
+        wait_for_calls(&d, Some(&host), &id, 1);
+        engine.stop();
+        let (status, body) = d.post(&format!("/v1/runs/{id}/cancel"), "");
+        assert!(status < 300, "cancel: {status} {body}");
+        let record = d.wait_run(&id, Duration::from_secs(120));
+        assert_eq!(record["outcome"], "cancelled", "{record}");
+        engine.spawn();
+        assert_nothing_left(&d, &host);
+        // The same daemon serves runs on the engine again.
+        Bystander::start(&d, &llm).finish(&d);
+        assert_nothing_left(&d, &host);
+    });
+}
+
+/// Waits (up to a minute) until the engine at `host` holds no container
+/// and no volume.
+fn assert_nothing_left(d: &Daemon, host: &str) {
+    let left = || {
+        let mut left = docker_lines(host, &["ps", "-a", "--format", "{{.Names}} {{.Status}}"]);
+        left.extend(docker_lines(host, &["volume", "ls", "-q"]));
+        left
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !left().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left on the engine: {:?}\n{}",
+            left(),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

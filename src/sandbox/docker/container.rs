@@ -445,10 +445,11 @@ pub(crate) fn server_message(e: &DockerError) -> String {
 }
 
 /// Removes the volumes (the work dir's and /tmp's tmpfs) left by the
-/// containers of `run_id`. Removing a container with `v` takes its volumes,
-/// but a container the engine removed itself while restoring after a
-/// restart leaves them behind. A volume still in use is left alone.
-pub(crate) async fn remove_volumes(docker: &Docker, run_id: &str) {
+/// containers of `run_id`; whether none is left. Removing a container with
+/// `v` takes its volumes, but a container the engine removed itself while
+/// restoring after a restart leaves them behind. A volume still in use (its
+/// container not gone yet) is left alone.
+pub(crate) async fn remove_volumes(docker: &Docker, run_id: &str) -> bool {
     let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_RUN}={run_id}")])]);
     let options = bollard::query_parameters::ListVolumesOptions {
         filters: Some(filters),
@@ -457,12 +458,14 @@ pub(crate) async fn remove_volumes(docker: &Docker, run_id: &str) {
         Ok(l) => l.volumes.unwrap_or_default(),
         Err(e) => {
             tracing::debug!(run = run_id, error = %e, "cannot list the run's volumes");
-            return;
+            return false;
         }
     };
+    let mut clear = true;
     for v in listed {
-        remove_volume(docker, &v.name).await;
+        clear &= remove_volume(docker, &v.name).await;
     }
+    clear
 }
 
 /// Removes one volume; in use (409) or gone (404) is not an error.

@@ -25,7 +25,9 @@
 //! `isolation` warns about what weakens the sandbox on that engine (old
 //! engine or runc, no seccomp, no user namespace); `container` creates and removes containers; `exec` runs one-off
 //! commands; `shell` keeps the persistent session; `output` bounds what
-//! is buffered; `files` moves files; `reaper` removes orphans;
+//! is buffered; `files` moves files; `leftovers` removes what a run
+//! left, in the background when the engine cannot take it at once;
+//! `reaper` removes orphans at start and stop;
 //! `user` turns `[sandbox] user` into numbers; `pool` keeps containers
 //! ready ahead of runs; `provider` and `sandbox` tie them to the traits.
 
@@ -34,6 +36,7 @@ mod engine;
 mod exec;
 mod files;
 mod isolation;
+mod leftovers;
 mod output;
 mod owner;
 mod pool;

@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 
 use super::container::{self, Container, Made};
 use super::exec::Target;
+use super::leftovers;
 use super::provider::Shared;
 use super::shell::Shell;
 use crate::sandbox::{PoolStatus, SandboxError};
@@ -30,9 +31,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// An engine that stays down is retried this often: the pool is back
 /// within this long of the engine.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How long draining waits for the engine to remove one container.
-const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// What bounds a pool by its engine's capacity: the fleet counts pooled
 /// containers against `max_containers` with the runs it placed there. The
 /// sandbox layer defines what it needs; the fleet implements it.
@@ -175,7 +173,7 @@ impl Pool {
         // A creation in flight removes its container itself once it sees
         // the pool closed; waiting for it means nothing is left running
         // when a stopping daemon's last reap comes next.
-        let deadline = tokio::time::Instant::now() + REMOVE_TIMEOUT;
+        let deadline = tokio::time::Instant::now() + leftovers::REMOVE_TIMEOUT;
         while self.creating.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -191,7 +189,7 @@ impl Pool {
         let mut removed = 0;
         for w in warm {
             w.shell.close();
-            if discard(&docker, &w.container).await {
+            if leftovers::remove(&shared.leftovers, &docker, &w.container).await {
                 removed += 1;
             }
             // Only once it is gone (or given up on): the engine holds it
@@ -247,13 +245,14 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
         }
         let dead: Vec<Warm> = pool.dead.lock_unpoisoned().drain(..).collect();
         if !dead.is_empty() {
-            let docker = match shared.upgrade() {
+            let s = shared.upgrade();
+            let docker = match &s {
                 Some(s) => s.docker().await.ok(),
                 None => None,
             };
             for w in dead {
-                if let Some(docker) = &docker {
-                    discard(docker, &w.container).await;
+                if let (Some(s), Some(docker)) = (&s, &docker) {
+                    leftovers::remove(&s.leftovers, docker, &w.container).await;
                 }
                 pool.release_room(1);
             }
@@ -308,7 +307,7 @@ async fn refill(shared: Weak<Shared>, pool: Arc<Pool>) {
                 }
                 if let Some(w) = orphan {
                     if let Ok(docker) = s.docker().await {
-                        discard(&docker, &w.container).await;
+                        leftovers::remove(&s.leftovers, &docker, &w.container).await;
                     }
                     pool.release_room(1);
                 }
@@ -357,26 +356,11 @@ async fn warm(s: &Shared, pool: &Pool) -> Result<Warm, SandboxError> {
             shell,
         }),
         Err(e) => {
-            discard(&docker, &c).await;
+            leftovers::remove(&s.leftovers, &docker, &c).await;
             let (e, _) = e.classify(&s.engine, &c.name);
             Err(SandboxError::Unavailable(format!(
                 "cannot start the shell of a pooled container: {e}"
             )))
-        }
-    }
-}
-
-/// Removes a pooled container and its volumes.
-async fn discard(docker: &bollard::Docker, c: &Container) -> bool {
-    match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(docker, &c.id)).await {
-        Ok(Ok(())) => {
-            let volumes = container::remove_volumes(docker, &c.run_label);
-            let _ = tokio::time::timeout(REMOVE_TIMEOUT, volumes).await;
-            true
-        }
-        _ => {
-            tracing::warn!(container = %c.name, "cannot remove a pooled container; the reaper will");
-            false
         }
     }
 }

@@ -9,6 +9,7 @@ use tokio::sync::OnceCell;
 
 use super::container::Limits;
 use super::engine::{self, Connected, Host, PROBE_TIMEOUT};
+use super::leftovers::Leftovers;
 use super::owner::Owner;
 use super::pool::{Pool, PoolRoom};
 use super::reaper;
@@ -42,6 +43,8 @@ pub(crate) struct Shared {
     ids: tokio::sync::Mutex<Option<Ids>>,
     /// Containers made ahead of runs with this configuration.
     pub(crate) pool: Arc<Pool>,
+    /// What ended runs left that the engine could not remove at the time.
+    pub(crate) leftovers: Arc<Leftovers>,
 }
 
 impl Drop for Shared {
@@ -167,6 +170,7 @@ impl DockerSandboxProvider {
             owner,
             ids: tokio::sync::Mutex::new(None),
             pool: Arc::new(Pool::new(config.pool_size, room)),
+            leftovers: Arc::default(),
         })
     }
 

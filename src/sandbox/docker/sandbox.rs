@@ -13,12 +13,11 @@ use super::container::{self, Container};
 use super::engine::OpError;
 use super::exec::{self, ExecRequest, Target};
 use super::files;
+use super::leftovers;
 use super::provider::Shared;
 use super::shell::Shell;
 use crate::sandbox::{CommandOutput, CommandSpec, DirEntry, KeptFiles, Sandbox, SandboxError};
 
-/// How long `destroy` waits for the engine to remove the container.
-const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an operation that lost the engine waits for it to come back
 /// before the run's sandbox counts as lost: an engine restart takes a few
 /// seconds.
@@ -72,39 +71,19 @@ impl DockerSandbox {
         Ok(c.name.clone())
     }
 
-    /// The container's id, if it has been created (and not destroyed).
-    /// Removes whatever container carries this run's label: the fallback
-    /// when a creation was interrupted before its id was recorded.
+    /// Removes whatever carries this run's label: the fallback when a
+    /// creation was interrupted before its id was recorded.
     async fn remove_by_label(&self) {
         let Ok(docker) = self.shared.docker().await else {
             return;
         };
-        let filters = std::collections::HashMap::from([(
-            "label",
-            vec![format!("{}={}", container::LABEL_RUN, self.run_id)],
-        )]);
-        let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let listed =
-            tokio::time::timeout(REMOVE_TIMEOUT, docker.list_containers(Some(options))).await;
-        let Ok(Ok(found)) = listed else {
-            tracing::warn!(run = %self.run_id, "cannot list this run's containers; the orphan reaper will remove any");
-            return;
-        };
-        for id in found.into_iter().filter_map(|c| c.id) {
-            match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &id)).await {
-                Ok(Ok(())) => {
-                    tracing::info!(container = %id, "removed a container whose creation was interrupted")
-                }
-                _ => {
-                    tracing::warn!(container = %id, "cannot remove a container whose creation was interrupted")
-                }
-            }
+        if !leftovers::remove_run(&docker, &self.run_id).await {
+            tracing::warn!(run = %self.run_id, "cannot remove the container whose creation was interrupted now; retrying in the background");
+            self.shared.leftovers.defer(&docker, &self.run_id);
         }
     }
 
+    /// The container's id, if it has been created (and not destroyed).
     pub async fn container_id(&self) -> Option<String> {
         let state = self.state.lock().await;
         state.container.as_ref().map(|c| c.id.clone())
@@ -484,16 +463,8 @@ impl Sandbox for DockerSandbox {
                     return;
                 }
             };
-            match tokio::time::timeout(REMOVE_TIMEOUT, container::remove(&docker, &c.id)).await {
-                Ok(Ok(())) => {
-                    tracing::info!(container = %c.name, "sandbox container removed");
-                    let volumes = container::remove_volumes(&docker, &c.run_label);
-                    if tokio::time::timeout(REMOVE_TIMEOUT, volumes).await.is_err() {
-                        tracing::warn!(container = %c.name, "removing the sandbox's volumes timed out; the orphan reaper will");
-                    }
-                }
-                Ok(Err(e)) => tracing::warn!(container = %c.name, error = %e, "cannot remove the sandbox container; the orphan reaper will"),
-                Err(_) => tracing::warn!(container = %c.name, "removing the sandbox container timed out; the orphan reaper will"),
+            if leftovers::remove(&self.shared.leftovers, &docker, &c).await {
+                tracing::info!(container = %c.name, "sandbox container removed");
             }
         }
         .instrument(self.span("destroy"))
