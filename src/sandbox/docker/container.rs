@@ -444,31 +444,9 @@ pub(crate) fn server_message(e: &DockerError) -> String {
     }
 }
 
-/// Removes the volumes (the work dir's and /tmp's tmpfs) left by the
-/// containers of `run_id`; whether none is left. Removing a container with
-/// `v` takes its volumes, but a container the engine removed itself while
-/// restoring after a restart leaves them behind. A volume still in use (its
-/// container not gone yet) is left alone.
-pub(crate) async fn remove_volumes(docker: &Docker, run_id: &str) -> bool {
-    let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_RUN}={run_id}")])]);
-    let options = bollard::query_parameters::ListVolumesOptions {
-        filters: Some(filters),
-    };
-    let listed = match docker.list_volumes(Some(options)).await {
-        Ok(l) => l.volumes.unwrap_or_default(),
-        Err(e) => {
-            tracing::debug!(run = run_id, error = %e, "cannot list the run's volumes");
-            return false;
-        }
-    };
-    let mut clear = true;
-    for v in listed {
-        clear &= remove_volume(docker, &v.name).await;
-    }
-    clear
-}
-
-/// Removes one volume; in use (409) or gone (404) is not an error.
+/// Removes one volume; whether it is gone. Gone already (404: its
+/// container's removal took it meanwhile) counts; in use (409) is expected
+/// while its container is going, and only logged at debug.
 pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> bool {
     let options = bollard::query_parameters::RemoveVolumeOptions { force: false };
     match docker.remove_volume(name, Some(options)).await {
@@ -476,6 +454,9 @@ pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> bool {
             tracing::debug!(volume = name, "removed a sandbox volume");
             true
         }
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404, ..
+        }) => true,
         Err(e) => {
             tracing::debug!(volume = name, error = %e, "sandbox volume not removed");
             false

@@ -158,6 +158,7 @@ impl DockerSandboxProvider {
         let limits = Limits::from_config(config).map_err(SandboxError::Unavailable)?;
         let (host, engine) = Host::parse_engine(entry.docker_host.as_deref(), entry.tls.as_ref())
             .map_err(SandboxError::Unavailable)?;
+        let owner_label = owner.to_string();
         Ok(Shared {
             config: config.clone(),
             entry: entry.clone(),
@@ -166,11 +167,11 @@ impl DockerSandboxProvider {
             engine,
             docker: OnceCell::new_with(connected),
             max_read_bytes: AtomicU64::new(DEFAULT_MAX_READ_BYTES),
-            owner_label: owner.to_string(),
             owner,
             ids: tokio::sync::Mutex::new(None),
             pool: Arc::new(Pool::new(config.pool_size, room)),
-            leftovers: Arc::default(),
+            leftovers: Arc::new(Leftovers::new(owner_label.clone())),
+            owner_label,
         })
     }
 

@@ -77,10 +77,7 @@ impl DockerSandbox {
         let Ok(docker) = self.shared.docker().await else {
             return;
         };
-        if !leftovers::remove_run(&docker, &self.run_id).await {
-            tracing::warn!(run = %self.run_id, "cannot remove the container whose creation was interrupted now; retrying in the background");
-            self.shared.leftovers.defer(&docker, &self.run_id);
-        }
+        leftovers::remove_run(&self.shared.leftovers, &docker, &self.run_id).await;
     }
 
     /// The container's id, if it has been created (and not destroyed).
