@@ -39,4 +39,36 @@ echo "== third-party MCP servers"
 scripts/ensure-mcp-servers.sh
 
 echo "== tests"
-cargo test --all-targets --no-fail-fast -- "$@"
+# The whole output is kept so that, when something fails, what each
+# failing test printed (its panic message first) is repeated at the very
+# end: the failures of one test binary are otherwise buried under the
+# output of the binaries and benchmarks that run after it, and a CI that
+# shows only the tail of the log would show no cause.
+log="$(mktemp -t agentd-test.XXXXXX.log)"
+status=0
+cargo test --all-targets --no-fail-fast -- "$@" 2>&1 | tee "$log" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo
+  echo "== what the failing tests printed (first 60 and last 20 lines of each; all of it in $log)"
+  awk '
+    function flush() {
+      if (name == "") return
+      if (n > 80) {
+        printf "  [... %d lines left out ...]\n", n - 80
+        for (i = n - 19; i <= n; i++) print tail[i % 20]
+      } else {
+        for (i = 61; i <= n; i++) print tail[i % 20]
+      }
+      name = ""
+    }
+    /^---- .* stdout ----$/ { flush(); name = $0; n = 0; print; next }
+    /^failures:$/ { flush(); next }
+    name != "" {
+      n++
+      if (n <= 60) print
+      else tail[n % 20] = $0
+    }
+    END { flush() }
+  ' "$log"
+fi
+exit "$status"

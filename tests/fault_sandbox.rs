@@ -112,6 +112,23 @@ fn wait_for_calls(d: &Daemon, host: Option<&str>, id: &str, n: usize) -> String 
     found
 }
 
+/// Waits (up to a minute) until `command` runs in `container`. The call's
+/// event and the container come before the container has started and its
+/// shell has started the command: a fault injected then is a failed
+/// creation or start, not the command's, and ends the run with another
+/// error.
+fn wait_for_command(host: Option<&str>, container: &str, command: &str) {
+    wait_until("the command to run", Duration::from_secs(60), || {
+        let mut top = Command::new("docker");
+        if let Some(h) = host {
+            top.arg("-H").arg(h);
+        }
+        top.args(["top", container])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(command))
+    });
+}
+
 /// Lets a [`GATE`] command in `container` finish.
 fn release(host: Option<&str>, container: &str) {
     docker(
@@ -340,19 +357,11 @@ async fn docker_kill_mid_command_ends_the_run_with_a_clear_error() {
     let committed = tokio::task::block_in_place(|| commit_one(&d, &llm));
     let (id, bystander) =
         tokio::task::block_in_place(|| start_next_to_a_bystander(&d, &llm, request));
-    let container = tokio::task::block_in_place(|| wait_for_calls(&d, None, &id, 1));
-    // Mid-command: the call's event and the container come before the
-    // shell has started the command, and a kill then is a failed start
-    // (an observation), not a command killed.
     tokio::task::block_in_place(|| {
-        wait_until("the command to run", Duration::from_secs(60), || {
-            Command::new("docker")
-                .args(["top", &container])
-                .output()
-                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("sleep 600"))
-        })
+        let container = wait_for_calls(&d, None, &id, 1);
+        wait_for_command(None, &container, "sleep 600");
+        docker(None, &["kill", &container]);
     });
-    docker(None, &["kill", &container]);
 
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(120)));
     assert_ended_because(&record, "error", &["sandbox container", "killed"]);
@@ -498,7 +507,12 @@ fn docker_lines(host: &str, args: &[&str]) -> Vec<String> {
 /// other test running on it.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_engine_restart_mid_run_ends_it_and_leaves_nothing() {
+    // What each phase took, printed with a failure: the test has failed on
+    // CI machines slower than this one and never here.
+    let t0 = Instant::now();
+    let phase = |what: &str| eprintln!("[{:>7.2?}] {what}", t0.elapsed());
     let mut engine = tokio::task::block_in_place(PrivateEngine::start);
+    phase("private engine up");
     let host = engine.host.clone();
     let llm = FakeLlm::start().await.expect("fake llm");
     let request = "sleep through an engine restart";
@@ -513,19 +527,29 @@ async fn an_engine_restart_mid_run_ends_it_and_leaves_nothing() {
     );
     let d =
         tokio::task::block_in_place(|| start_daemon(&llm, &format!("docker_host = \"{host}\"")));
+    phase("daemon up");
     let committed = tokio::task::block_in_place(|| commit_one(&d, &llm));
+    phase("one run committed");
     let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
-    tokio::task::block_in_place(|| wait_for_calls(&d, Some(&host), &id, 1));
+    tokio::task::block_in_place(|| {
+        let container = wait_for_calls(&d, Some(&host), &id, 1);
+        wait_for_command(Some(&host), &container, "sleep 600");
+    });
+    phase("the run's command started");
 
     tokio::task::block_in_place(|| engine.restart());
+    phase("engine restarted");
 
     let record = tokio::task::block_in_place(|| d.wait_run(&id, Duration::from_secs(180)));
+    phase("the run ended");
     assert_ended_because(&record, "error", &["sandbox container"]);
     tokio::task::block_in_place(|| {
         assert_status_within_a_second(&d);
         let bystander = Bystander::start(&d, &llm);
         bystander.finish(&d);
+        phase("a bystander run finished");
         assert_nothing_left(&d, &host);
+        phase("nothing left on the engine");
         committed.assert_unchanged(&d);
     });
     // And nothing of these runs on the default engine either.
@@ -547,7 +571,8 @@ async fn what_a_run_ending_while_the_engine_is_away_left_goes_once_it_is_back() 
         tokio::task::block_in_place(|| start_daemon(&llm, &format!("docker_host = \"{host}\"")));
     let id = tokio::task::block_in_place(|| d.create_run("faulty", request));
     tokio::task::block_in_place(|| {
-        wait_for_calls(&d, Some(&host), &id, 1);
+        let container = wait_for_calls(&d, Some(&host), &id, 1);
+        wait_for_command(Some(&host), &container, "sleep 600");
         engine.stop();
         let (status, body) = d.post(&format!("/v1/runs/{id}/cancel"), "");
         assert!(status < 300, "cancel: {status} {body}");
