@@ -586,6 +586,47 @@ async fn what_a_run_ending_while_the_engine_is_away_left_goes_once_it_is_back() 
     });
 }
 
+/// A run whose first command comes while its engine restarts (the engine
+/// answered when the daemon connected, and is away now) waits for the
+/// engine, as a command that loses it mid-way does, and runs once it is
+/// back: nothing of the run was lost, so it does not end `error` with
+/// "cannot reach the Docker engine".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_starting_while_its_engine_restarts_waits_for_it() {
+    let mut engine = tokio::task::block_in_place(PrivateEngine::start);
+    let host = engine.host.clone();
+    let llm = FakeLlm::start().await.expect("fake llm");
+    let request = "first command during an engine restart";
+    llm.push_for(
+        request,
+        [bash("echo made-after-the-restart"), Reply::terminate()],
+    );
+    let d =
+        tokio::task::block_in_place(|| start_daemon(&llm, &format!("docker_host = \"{host}\"")));
+    tokio::task::block_in_place(|| {
+        // A run first, so that the daemon has met the engine.
+        commit_one(&d, &llm);
+        engine.stop();
+        let id = d.create_run("faulty", request);
+        wait_until("the run's first call", Duration::from_secs(60), || {
+            d.events_so_far(&id)
+                .iter()
+                .any(|e| e["type"] == "tool_call")
+        });
+        // Its container cannot be made now: give it time to find that out.
+        std::thread::sleep(Duration::from_secs(2));
+        engine.spawn();
+        let record = d.wait_run(&id, Duration::from_secs(120));
+        assert_eq!(record["outcome"], "finished", "{record}");
+        let out = common::fault::tool_contents(&record);
+        assert!(
+            out.iter().any(|o| o.contains("made-after-the-restart")),
+            "the command ran once the engine was back: {out:?}"
+        );
+        assert_nothing_left(&d, &host);
+    });
+}
+
 /// Waits (up to a minute) until the engine at `host` holds no container
 /// and no volume.
 fn assert_nothing_left(d: &Daemon, host: &str) {

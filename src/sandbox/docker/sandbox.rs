@@ -140,15 +140,45 @@ impl DockerSandbox {
             state.container = Some(c.clone());
             return Ok((docker, c));
         }
-        let ids = self
-            .shared
-            .ids(&docker)
-            .await
-            .map_err(|e| self.record_fatal(e))?;
         let started = std::time::Instant::now();
         state.creating = true;
-        let c = container::create(
-            &docker,
+        let c = match self.create(&docker).await {
+            Ok(c) => c,
+            // The engine answered when the provider connected and does not
+            // now: it is restarting (a package upgrade restarts it), and
+            // nothing of this run is lost yet. Wait for it as a command
+            // that lost it does, then try once more (a container the failed
+            // attempt left under this run's name is removed then).
+            Err(e) if !self.engine_answers(&docker).await => {
+                tracing::warn!(run = %self.run_id, engine = %self.shared.engine, error = %e, "the Docker engine went away while the sandbox container was being made; waiting for it");
+                if !self.engine_back(&docker).await {
+                    return Err(self.record_fatal(SandboxError::Unavailable(format!(
+                        "{e}; the engine did not come back within {}s",
+                        ENGINE_WAIT.as_secs()
+                    ))));
+                }
+                self.create(&docker)
+                    .await
+                    .map_err(|e| self.record_fatal(e))?
+            }
+            Err(e) => return Err(self.record_fatal(e)),
+        };
+        tracing::info!(
+            container = %c.name,
+            image = %self.shared.config.image,
+            ms = started.elapsed().as_millis() as u64,
+            "sandbox container started"
+        );
+        let c = Arc::new(c);
+        state.container = Some(c.clone());
+        Ok((docker, c))
+    }
+
+    /// This run's container, made and started, with the ids it runs as.
+    async fn create(&self, docker: &Docker) -> Result<Container, SandboxError> {
+        let ids = self.shared.ids(docker).await?;
+        container::create(
+            docker,
             &self.shared.config,
             &self.shared.limits,
             ids,
@@ -160,16 +190,29 @@ impl DockerSandbox {
             },
         )
         .await
-        .map_err(|e| self.record_fatal(e))?;
-        tracing::info!(
-            container = %c.name,
-            image = %self.shared.config.image,
-            ms = started.elapsed().as_millis() as u64,
-            "sandbox container started"
-        );
-        let c = Arc::new(c);
-        state.container = Some(c.clone());
-        Ok((docker, c))
+    }
+
+    /// Whether the engine answers a ping now.
+    async fn engine_answers(&self, docker: &Docker) -> bool {
+        matches!(
+            tokio::time::timeout(ENGINE_POLL * 4, docker.ping()).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Waits up to [`ENGINE_WAIT`] for the engine to answer again; false
+    /// when it does not.
+    async fn engine_back(&self, docker: &Docker) -> bool {
+        let deadline = tokio::time::Instant::now() + ENGINE_WAIT;
+        loop {
+            if self.engine_answers(docker).await {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(ENGINE_POLL).await;
+        }
     }
 
     /// Words an operation's error; a vanished container becomes fatal.
@@ -208,23 +251,15 @@ impl DockerSandbox {
     /// `None`: the engine answers again and the container still runs.
     async fn await_engine(&self, docker: &Docker, c: &Container) -> Option<SandboxError> {
         let engine = &self.shared.engine;
-        let deadline = tokio::time::Instant::now() + ENGINE_WAIT;
         tracing::warn!(run = %self.run_id, engine = %engine, "the Docker engine stopped answering; waiting for it");
-        loop {
-            let ping = tokio::time::timeout(ENGINE_POLL * 4, docker.ping()).await;
-            if let Ok(Ok(_)) = ping {
-                break;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Some(SandboxError::Failed(format!(
-                    "the Docker engine at {engine} stopped answering while the sandbox \
-                     container {} was in use and did not come back within {}s; this run's \
-                     sandbox is lost",
-                    c.name,
-                    ENGINE_WAIT.as_secs()
-                )));
-            }
-            tokio::time::sleep(ENGINE_POLL).await;
+        if !self.engine_back(docker).await {
+            return Some(SandboxError::Failed(format!(
+                "the Docker engine at {engine} stopped answering while the sandbox \
+                 container {} was in use and did not come back within {}s; this run's \
+                 sandbox is lost",
+                c.name,
+                ENGINE_WAIT.as_secs()
+            )));
         }
         let running = docker
             .inspect_container(&c.id, None)
