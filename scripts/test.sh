@@ -47,7 +47,9 @@ echo "== tests"
 log="$(mktemp -t agentd-test.XXXXXX.log)"
 status=0
 cargo test --all-targets --no-fail-fast -- "$@" 2>&1 | tee "$log" || status=$?
-if [ "$status" -ne 0 ]; then
+if [ "$status" -eq 0 ]; then
+  rm -f "$log"
+else
   echo
   echo "== what the failing tests printed (first 60 and last 20 lines of each; all of it in $log)"
   awk '

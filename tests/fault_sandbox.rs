@@ -590,7 +590,9 @@ async fn what_a_run_ending_while_the_engine_is_away_left_goes_once_it_is_back() 
 /// answered when the daemon connected, and is away now) waits for the
 /// engine, as a command that loses it mid-way does, and runs once it is
 /// back: nothing of the run was lost, so it does not end `error` with
-/// "cannot reach the Docker engine".
+/// "cannot reach the Docker engine". The engine is started again only once
+/// the daemon has said it waits (so the test cannot pass by the creation
+/// coming after the engine is back).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_starting_while_its_engine_restarts_waits_for_it() {
     let mut engine = tokio::task::block_in_place(PrivateEngine::start);
@@ -613,8 +615,15 @@ async fn a_run_starting_while_its_engine_restarts_waits_for_it() {
                 .iter()
                 .any(|e| e["type"] == "tool_call")
         });
-        // Its container cannot be made now: give it time to find that out.
-        std::thread::sleep(Duration::from_secs(2));
+        // Its container could not be made, and it waits for the engine.
+        wait_until(
+            "the sandbox to wait for its engine",
+            Duration::from_secs(60),
+            || {
+                d.log_text()
+                    .contains("went away while the sandbox container was being made")
+            },
+        );
         engine.spawn();
         let record = d.wait_run(&id, Duration::from_secs(120));
         assert_eq!(record["outcome"], "finished", "{record}");

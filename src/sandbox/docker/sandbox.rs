@@ -152,8 +152,9 @@ impl DockerSandbox {
             Err(e) if !self.engine_answers(&docker).await => {
                 tracing::warn!(run = %self.run_id, engine = %self.shared.engine, error = %e, "the Docker engine went away while the sandbox container was being made; waiting for it");
                 if !self.engine_back(&docker).await {
+                    let (SandboxError::Unavailable(why) | SandboxError::Failed(why)) = e;
                     return Err(self.record_fatal(SandboxError::Unavailable(format!(
-                        "{e}; the engine did not come back within {}s",
+                        "{why}; the engine did not come back within {}s",
                         ENGINE_WAIT.as_secs()
                     ))));
                 }
