@@ -666,6 +666,20 @@ pub enum DaemonEvent {
     },
 }
 
+impl DaemonEvent {
+    /// A change of the plugin set, as opposed to a run's start or end.
+    pub fn is_plugin_change(&self) -> bool {
+        match self {
+            DaemonEvent::PluginLoaded(_)
+            | DaemonEvent::PluginReplaced(_)
+            | DaemonEvent::PluginFailed(_)
+            | DaemonEvent::PluginRemoved(_)
+            | DaemonEvent::PluginConflict(_) => true,
+            DaemonEvent::RunCreated { .. } | DaemonEvent::RunEnded { .. } => false,
+        }
+    }
+}
+
 /// A plugin file's change, as the event stream reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginChangeInfo {

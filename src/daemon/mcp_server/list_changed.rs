@@ -1,8 +1,8 @@
 //! `notifications/tools/list_changed` for every connected session when a
-//! plugin swap changes the tools served. The watcher wakes on each event of
-//! the daemon-wide bus (plugin changes are published there right after the
-//! catalog swaps its set, by the folder watcher, `POST /v1/plugins/reload`
-//! and the install routes alike), compares the tool list it would serve
+//! plugin swap changes the tools served. The watcher wakes on each plugin
+//! change of the daemon-wide bus (published there right after the catalog
+//! swaps its set, by the folder watcher, `POST /v1/plugins/reload` and the
+//! install routes alike; never on a run's start or end), compares the tool list it would serve
 //! with the last one, and notifies only on a difference: a plugin replaced
 //! by a version with the same name, description and schema changes nothing
 //! a client could re-read.
@@ -63,7 +63,7 @@ impl Sessions {
 
 /// Watches for tool list changes until the server is dropped.
 pub fn spawn(server: &Arc<McpServer>) {
-    let rx = server.daemon.bus.subscribe();
+    let rx = server.daemon.bus.subscribe_plugins();
     let first = server.tool_fingerprint();
     tokio::spawn(watch_tools(Arc::downgrade(server), rx, first));
 }
