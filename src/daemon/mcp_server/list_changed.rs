@@ -2,10 +2,10 @@
 //! plugin swap changes the tools served. The watcher wakes on each plugin
 //! change of the daemon-wide bus (published there right after the catalog
 //! swaps its set, by the folder watcher, `POST /v1/plugins/reload` and the
-//! install routes alike; never on a run's start or end), compares the tool list it would serve
-//! with the last one, and notifies only on a difference: a plugin replaced
-//! by a version with the same name, description and schema changes nothing
-//! a client could re-read.
+//! install routes alike; never on a run's start or end), compares the tool
+//! list it would serve with the last one, and notifies only on a
+//! difference: a plugin replaced by a version with the same name,
+//! description and schema changes nothing a client could re-read.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
