@@ -566,15 +566,18 @@ impl RunContext {
         }
     }
 
-    /// Steps, step results, memory and usage, read together for the run record.
-    pub fn final_state(&self) -> Final {
-        let st = self.lock();
+    /// Steps, step results, memory and usage, read together for the run
+    /// record once the run is over: moved out, not copied (the memory's
+    /// messages cost a deep copy each otherwise), which leaves the results,
+    /// memory and plan empty; nothing reads them after the record.
+    pub fn take_final(&self) -> Final {
+        let mut st = self.lock();
         Final {
             steps: st.current_step,
-            results: st.results.clone(),
-            messages: st.memory.messages(),
+            results: std::mem::take(&mut st.results),
+            messages: st.memory.take_messages(),
             usage: st.usage,
-            plan: st.plan.clone(),
+            plan: st.plan.take(),
         }
     }
 

@@ -135,6 +135,18 @@ impl Memory {
         self.iter().cloned().collect()
     }
 
+    /// Empties the memory into its messages, each moved out when nothing
+    /// else shares it (a request in flight, a transcript), else copied.
+    pub fn take_messages(&mut self) -> Vec<Message> {
+        let request = self.request.take();
+        let entries = std::mem::take(&mut self.entries);
+        request
+            .into_iter()
+            .chain(entries.into_iter().map(|e| e.message))
+            .map(|kept| Arc::try_unwrap(kept).map_or_else(|k| (**k).clone(), Kept::into_message))
+            .collect()
+    }
+
     /// The same messages as [`Memory::messages`], shared rather than copied.
     pub fn shared(&self) -> impl Iterator<Item = Arc<Kept>> + '_ {
         self.request
@@ -271,5 +283,27 @@ mod tests {
         m.add(Message::user("c")).expect("add");
         let since: Vec<_> = m.added_since(mark).map(|m| m.content_str()).collect();
         assert_eq!(since, ["b", "c"]);
+    }
+
+    #[test]
+    fn taking_the_messages_empties_the_memory_and_copies_only_what_is_shared() {
+        let mut m = Memory::new(2);
+        m.pin_request(Message::user("task")).expect("pin");
+        for text in ["a", "b", "c"] {
+            m.add(Message::user(text)).expect("add");
+        }
+        // A request still in flight shares the newest message.
+        let in_flight: Vec<Arc<Kept>> = m.shared().collect();
+        let taken = m.take_messages();
+        let texts: Vec<_> = taken.iter().map(Message::content_str).collect();
+        assert_eq!(texts, ["task", "b", "c"], "the request, then the window");
+        assert!(m.is_empty() && m.messages().is_empty());
+        assert_eq!(in_flight[2].content_str(), "c", "the shared copy is intact");
+        // Nothing shares them now: moved out, not copied.
+        let mut m = Memory::new(2);
+        m.add(Message::user("x")).expect("add");
+        let before = m.shared().next().map(|k| k.content_str().as_ptr());
+        let taken = m.take_messages();
+        assert_eq!(Some(taken[0].content_str().as_ptr()), before);
     }
 }

@@ -799,7 +799,7 @@ impl RecordBuilder {
     }
 
     fn into_record(self) -> RunRecord {
-        let st = self.ctx.final_state();
+        let st = self.ctx.take_final();
         let result = if st.results.is_empty() {
             "No steps executed".to_string()
         } else {

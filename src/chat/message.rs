@@ -470,17 +470,24 @@ impl Kept {
         Kept { message, json }
     }
 
+    /// The message, without its JSON.
+    pub fn into_message(self) -> Message {
+        self.message
+    }
+
     /// The message's JSON as it was encoded; `None` if that failed.
     pub fn json(&self) -> Option<&str> {
         self.json.as_deref().map(serde_json::value::RawValue::get)
     }
 
-    /// The message's JSON as an owned string: a copy of the encoding kept,
-    /// else encoded now (and failing as it did the first time).
-    pub fn to_json_string(&self) -> serde_json::Result<String> {
+    /// The message's JSON in one shared allocation: the copy of the
+    /// encoding kept, else encoded now (and failing as it did the first
+    /// time). A daemon keeps a live run's transcript as this JSON and hands
+    /// the same copy to the history, instead of a clone of each message.
+    pub fn shared_json(&self) -> serde_json::Result<Arc<str>> {
         match self.json() {
-            Some(json) => Ok(json.to_owned()),
-            None => serde_json::to_string(&self.message),
+            Some(json) => Ok(Arc::from(json)),
+            None => serde_json::to_string(&self.message).map(Arc::from),
         }
     }
 }

@@ -4,7 +4,6 @@
 //! [`MESSAGES_PAGE_BYTES`], so no answer holds a whole large transcript.
 
 use crate::api::{MessagePaging, DEFAULT_MESSAGES_LIMIT, MESSAGES_PAGE_BYTES};
-use crate::chat::Message;
 
 /// What the client asked for, already clamped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,20 +58,6 @@ impl PageRequest {
             next_messages_from: (end < total).then(|| u32::try_from(end).unwrap_or(u32::MAX)),
         }
     }
-}
-
-/// About the size of a message's JSON: its text fields plus a margin for
-/// the keys. Only used to bound pages, so it need not be exact.
-pub fn approx_size(m: &Message) -> usize {
-    let calls: usize = m
-        .tool_calls
-        .iter()
-        .map(|c| c.id.len() + c.name.len() + c.arguments.len() + 48)
-        .sum();
-    64 + m.content_str().len()
-        + calls
-        + m.tool_call_id.as_deref().map_or(0, str::len)
-        + m.name.as_deref().map_or(0, str::len)
 }
 
 #[cfg(test)]

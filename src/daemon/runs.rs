@@ -20,7 +20,7 @@ use tracing::{info, warn, Instrument};
 use super::event_bus::EventBus;
 use super::event_log::EventLog;
 use super::history::{History, RunRow};
-use super::paging::{approx_size, PageRequest};
+use super::paging::PageRequest;
 use super::user_slots::{UserSlot, UserSlots};
 use crate::agent::human::WaitSlot;
 use crate::agent::{
@@ -37,7 +37,10 @@ use crate::time::now_ms;
 pub struct LiveRun {
     pub id: String,
     summary: Mutex<RunSummary>,
-    messages: Mutex<Vec<Message>>,
+    /// The transcript, each message as its JSON: the copy the history is
+    /// handed too (shared), where a clone of each message beside it cost a
+    /// deep copy per message. A `GET` decodes the page it answers.
+    messages: Mutex<Vec<Arc<str>>>,
     /// The plan of the last `plan_changed` event, for the run's view.
     plan: Mutex<Option<Plan>>,
     pub events: Arc<EventLog>,
@@ -70,14 +73,34 @@ impl LiveRun {
     /// `GET` costs a bounded copy whatever the run has said.
     pub fn view(&self, page: PageRequest) -> RunView {
         let summary = self.summary();
-        let messages = self.messages.lock_unpoisoned();
-        let rest = messages.get(page.from as usize..).unwrap_or_default();
-        let n = page.take(rest.iter().map(approx_size));
-        let paging = page.paging(n, messages.len());
+        // Sized by their JSON, as the history's pages are; the page's
+        // JSON is copied out under the lock and decoded after it.
+        let (page_json, total) = {
+            let messages = self.messages.lock_unpoisoned();
+            let rest = messages.get(page.from as usize..).unwrap_or_default();
+            let n = page.take(rest.iter().map(|json| json.len()));
+            (rest[..n].to_vec(), messages.len())
+        };
+        let paging = page.paging(page_json.len(), total);
+        let messages = (page.from..)
+            .zip(&page_json)
+            .filter_map(
+                |(index, json)| match serde_json::from_str::<Message>(json) {
+                    Ok(message) => Some(message),
+                    // Only a message that could not be encoded (its JSON is
+                    // then empty; the history counted the error) gets here.
+                    Err(e) => {
+                        warn!(run_id = %self.id, index, error = %e,
+                        "a message of the live transcript cannot be shown");
+                        None
+                    }
+                },
+            )
+            .collect();
         RunView {
             summary,
             plan: self.plan.lock_unpoisoned().clone(),
-            messages: rest[..n].to_vec(),
+            messages,
             paging,
             files: None,
         }
@@ -442,9 +465,13 @@ impl RunManager {
             summary.steps = r.prior.steps;
             summary.resume = r.links.clone();
         }
-        let carried = resume
-            .as_ref()
-            .map_or_else(Vec::new, |r| r.prior.messages.clone());
+        let carried: Vec<Arc<str>> = resume.as_ref().map_or_else(Vec::new, |r| {
+            r.prior
+                .messages
+                .iter()
+                .map(|m| serde_json::to_string(m).map_or_else(|_| Arc::from(""), Arc::from))
+                .collect()
+        });
         let run = Arc::new(LiveRun {
             id: id.clone(),
             summary: Mutex::new(summary.clone()),
@@ -712,11 +739,14 @@ impl RunManager {
         let history = self.history.clone();
         let run = run.clone();
         Arc::new(move |message: &Arc<Kept>| {
-            // The JSON memory encoded: copied, not encoded again.
-            let json = message.to_json_string();
+            // The JSON memory encoded: copied once, not encoded again, and
+            // shared by the transcript and the history. A message that
+            // cannot be encoded keeps its place (empty JSON), so the ones
+            // after it keep their indexes; the history counts the error.
+            let json = message.shared_json();
             let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
-            messages.push((***message).clone());
+            messages.push(json.as_ref().map_or_else(|_| Arc::from(""), Arc::clone));
             drop(messages);
             history.append_message_json(&run.id, index, json);
         })

@@ -255,15 +255,16 @@ impl History {
     }
 
     pub fn append_message(&self, run_id: &str, index: u32, message: &Message) {
-        self.append_message_json(run_id, index, serde_json::to_string(message));
+        self.append_message_json(run_id, index, serde_json::to_string(message).map(Arc::from));
     }
 
-    /// The same for a message its caller has already encoded.
+    /// The same for a message its caller has already encoded (and may
+    /// keep: the JSON is shared, not copied).
     pub fn append_message_json(
         &self,
         run_id: &str,
         index: u32,
-        json: Result<String, serde_json::Error>,
+        json: Result<Arc<str>, serde_json::Error>,
     ) {
         match json {
             Ok(json) => self.send_write(Write::Message {

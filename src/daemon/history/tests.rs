@@ -1232,7 +1232,7 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
     let big = Write::Message {
         run_id: "b".into(),
         index: 0,
-        json: "m".repeat(MAX_PENDING_BYTES),
+        json: "m".repeat(MAX_PENDING_BYTES).into(),
     };
     assert_eq!(p.push(big, true), Push::Dropped);
     assert_eq!(p.push(event("b", 1), false), Push::Appended);

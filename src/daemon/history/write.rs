@@ -86,7 +86,8 @@ pub(super) enum Write {
     Message {
         run_id: String,
         index: u32,
-        json: String,
+        /// Shared with the live run's transcript, which holds the same JSON.
+        json: std::sync::Arc<str>,
     },
     /// Where the run's last completed step ended. Like a row write, never
     /// dropped past the pending bound: a checkpoint that claims messages
@@ -131,7 +132,8 @@ impl Write {
             + match self {
                 Write::CreateRun { row, request } => row.size() + request.len(),
                 Write::SaveRun(row) => row.size(),
-                Write::Event { json, .. } | Write::Message { json, .. } => json.len(),
+                Write::Event { json, .. } => json.len(),
+                Write::Message { json, .. } => json.len(),
                 Write::DeleteRun(id) | Write::Checkpoint { run_id: id, .. } => id.len(),
                 Write::Interrupt { .. } => 0,
             }
