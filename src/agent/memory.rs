@@ -136,7 +136,7 @@ impl Memory {
     }
 
     /// Empties the memory into its messages, each moved out when nothing
-    /// else shares it (a request in flight, a transcript), else copied.
+    /// else shares it (a request still in flight), else copied.
     pub fn take_messages(&mut self) -> Vec<Message> {
         let request = self.request.take();
         let entries = std::mem::take(&mut self.entries);
