@@ -59,6 +59,13 @@ pub struct LiveRun {
     price: crate::llm::Price,
 }
 
+/// A live transcript's entry for a message's encoding. A message that
+/// cannot be encoded keeps its place (empty JSON), so the ones after it
+/// keep their indexes; the history counts the error, the view skips it.
+fn transcript_entry(json: &serde_json::Result<Arc<str>>) -> Arc<str> {
+    json.as_ref().map_or_else(|_| Arc::from(""), Arc::clone)
+}
+
 impl LiveRun {
     pub fn summary(&self) -> RunSummary {
         self.summary.lock_unpoisoned().clone()
@@ -465,17 +472,19 @@ impl RunManager {
             summary.steps = r.prior.steps;
             summary.resume = r.links.clone();
         }
-        let carried: Vec<Arc<str>> = resume.as_ref().map_or_else(Vec::new, |r| {
-            r.prior
-                .messages
-                .iter()
-                .map(|m| serde_json::to_string(m).map_or_else(|_| Arc::from(""), Arc::from))
-                .collect()
-        });
+        // Encoded once, for the transcript and the history both.
+        let carried: Vec<serde_json::Result<Arc<str>>> =
+            resume.as_ref().map_or_else(Vec::new, |r| {
+                r.prior
+                    .messages
+                    .iter()
+                    .map(|m| serde_json::to_string(m).map(Arc::from))
+                    .collect()
+            });
         let run = Arc::new(LiveRun {
             id: id.clone(),
             summary: Mutex::new(summary.clone()),
-            messages: Mutex::new(carried),
+            messages: Mutex::new(carried.iter().map(transcript_entry).collect()),
             // Until the run starts and restores it: a queued resumed run
             // already shows the plan it carries on with.
             plan: Mutex::new(resume.as_ref().and_then(|r| r.prior.plan.clone())),
@@ -491,8 +500,8 @@ impl RunManager {
         self.lock_live().insert(id.clone(), run.clone());
         self.history.create_run(&summary);
         if let Some(r) = &resume {
-            for (index, message) in (0..).zip(&r.prior.messages) {
-                self.history.append_message(&id, index, message);
+            for (index, json) in (0..).zip(carried) {
+                self.history.append_message_json(&id, index, json);
             }
             self.history.checkpoint(&id, r.checkpoint());
         }
@@ -740,13 +749,11 @@ impl RunManager {
         let run = run.clone();
         Arc::new(move |message: &Arc<Kept>| {
             // The JSON memory encoded: copied once, not encoded again, and
-            // shared by the transcript and the history. A message that
-            // cannot be encoded keeps its place (empty JSON), so the ones
-            // after it keep their indexes; the history counts the error.
+            // shared by the transcript and the history.
             let json = message.shared_json();
             let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;
-            messages.push(json.as_ref().map_or_else(|_| Arc::from(""), Arc::clone));
+            messages.push(transcript_entry(&json));
             drop(messages);
             history.append_message_json(&run.id, index, json);
         })
