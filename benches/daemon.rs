@@ -21,8 +21,14 @@ use std::time::{Duration, Instant};
 use agentd::testkit::stats::percentile;
 use agentd::testkit::{build_plugins, uds_http, FakeLlm, Reply};
 
-const RUNS: usize = 1000;
-const STEPS: usize = 20;
+/// Runs, all at once, unless `AGENTD_BENCH_RUNS` says otherwise: the CPU
+/// per step at another number of runs in flight shows what concurrency
+/// itself costs (caches, the history's pages per commit).
+const DEFAULT_RUNS: usize = 1000;
+/// Steps per run unless `AGENTD_BENCH_STEPS` says otherwise: running the
+/// bench at two step counts separates what a run costs once (creation,
+/// instantiation, its record) from what each step costs.
+const DEFAULT_STEPS: usize = 20;
 const LLM_DELAY: Duration = Duration::from_millis(20);
 /// Clients creating the runs concurrently.
 const CLIENTS: usize = 16;
@@ -30,6 +36,10 @@ const CLIENTS: usize = 16;
 const PROBE_INTERVAL: Duration = Duration::from_millis(10);
 /// Between two `GET /v1/status` polls for the end of the load.
 const STATUS_INTERVAL: Duration = Duration::from_millis(20);
+/// Override [`DEFAULT_RUNS`] and [`DEFAULT_STEPS`]; the fake LLM child
+/// inherits them, so its scripts match.
+const RUNS_ENV: &str = "AGENTD_BENCH_RUNS";
+const STEPS_ENV: &str = "AGENTD_BENCH_STEPS";
 /// Set in the environment of the child that serves the fake LLM.
 const FAKE_LLM_ENV: &str = "AGENTD_BENCH_FAKE_LLM";
 
@@ -38,6 +48,23 @@ fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<
     let body = (!body.is_empty()).then_some(body.as_bytes());
     let (code, bytes) = uds_http::request(socket, method, path, body)?;
     Ok((code, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// `var` if set to a number of at least 1, else `default`.
+fn knob(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(default)
+}
+
+fn runs() -> usize {
+    knob(RUNS_ENV, DEFAULT_RUNS)
+}
+
+fn steps_per_run() -> usize {
+    knob(STEPS_ENV, DEFAULT_STEPS)
 }
 
 fn rss_kib(pid: u32, key: &str) -> u64 {
@@ -70,10 +97,12 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_micros((ticks(11) + ticks(12)) * 1_000_000 / hz)
 }
 
-/// The scripts of every run: 19 calls to `echo`, then `terminate`.
+/// The scripts of every run: `echo` at every step but the last, then
+/// `terminate`.
 fn scripts() -> impl Iterator<Item = (String, Vec<Reply>)> {
-    (0..RUNS).map(|i| {
-        let mut script: Vec<Reply> = (1..STEPS)
+    let steps = steps_per_run();
+    (0..runs()).map(move |i| {
+        let mut script: Vec<Reply> = (1..steps)
             .map(|s| {
                 Reply::Delayed(
                     LLM_DELAY,
@@ -135,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let (runs, steps) = (runs(), steps_per_run());
     let built = build_plugins(&repo)?;
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins");
@@ -152,8 +182,8 @@ async fn main() -> anyhow::Result<()> {
         &config,
         format!(
             "[llm]\nmodel = \"fake\"\nbase_url = \"{}\"\napi_key = \"k\"\n\n\
-             [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nmax_concurrent_runs = {RUNS}\n\n\
-             [agents.bench]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = {STEPS}\nmax_messages = 200\n",
+             [daemon]\nplugins_dir = \"{}\"\nstate_dir = \"{}\"\nsocket = \"{}\"\nmax_concurrent_runs = {runs}\n\n\
+             [agents.bench]\nstrategy = \"toolcall\"\ntools = [\"echo\", \"terminate\"]\nmax_steps = {steps}\nmax_messages = 200\n",
             base_url,
             plugins.display(),
             dir.path().join("state").display(),
@@ -190,7 +220,7 @@ async fn main() -> anyhow::Result<()> {
                 let socket = socket.clone();
                 std::thread::spawn(move || -> anyhow::Result<Vec<String>> {
                     let mut ids = Vec::new();
-                    for i in (c..RUNS).step_by(CLIENTS) {
+                    for i in (c..runs).step_by(CLIENTS) {
                         let body = format!(r#"{{"agent":"bench","request":"bench run {i}"}}"#);
                         let (code, text) = http(&socket, "POST", "/v1/runs", &body)?;
                         anyhow::ensure!(code == 201, "create failed: {code} {text}");
@@ -201,7 +231,7 @@ async fn main() -> anyhow::Result<()> {
                 })
             })
             .collect();
-        let mut ids = Vec::with_capacity(RUNS);
+        let mut ids = Vec::with_capacity(runs);
         for c in creators {
             ids.extend(
                 c.join()
@@ -260,12 +290,12 @@ async fn main() -> anyhow::Result<()> {
         for id in &ids {
             let (_, text) = http(&socket, "GET", &format!("/v1/runs/{id}"), "")?;
             let v: serde_json::Value = serde_json::from_str(&text)?;
-            if v["outcome"] == "finished" && v["steps"] == STEPS as u64 {
+            if v["outcome"] == "finished" && v["steps"] == steps as u64 {
                 finished += 1;
             }
         }
         println!(
-            "daemon: {RUNS} concurrent runs x {STEPS} steps, LLM answering after {} ms",
+            "daemon: {runs} concurrent runs x {steps} steps, LLM answering after {} ms",
             LLM_DELAY.as_millis()
         );
         println!(
@@ -275,14 +305,14 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "  wall time (first POST to last end) {:>8.3} s  (ideal {:.1} s)",
             wall.as_secs_f64(),
-            (LLM_DELAY * STEPS as u32).as_secs_f64()
+            (LLM_DELAY * steps as u32).as_secs_f64()
         );
-        println!("  runs finished with {STEPS} steps: {finished}/{RUNS}");
-        let steps = (RUNS * STEPS) as f64;
+        println!("  runs finished with {steps} steps: {finished}/{runs}");
+        let total_steps = (runs * steps) as f64;
         println!(
             "  daemon CPU (user+sys)      {:>8.3} s = {:.1} us per step; fake LLM process {:.3} s",
             cpu.as_secs_f64(),
-            cpu.as_secs_f64() * 1e6 / steps,
+            cpu.as_secs_f64() * 1e6 / total_steps,
             llm_cpu.as_secs_f64()
         );
         println!(
@@ -291,7 +321,7 @@ async fn main() -> anyhow::Result<()> {
             percentile(&lat, 0.99).as_secs_f64() * 1e3,
             lat.len()
         );
-        anyhow::ensure!(finished == RUNS, "not every run finished");
+        anyhow::ensure!(finished == runs, "not every run finished");
         Ok(())
     })
     .await?;
