@@ -1,6 +1,7 @@
 //! The daemon under load: 1000 runs at once through `agentd serve`
 //! (`max_concurrent_runs = 1000`), each 20 steps, the fake LLM answering
 //! after 20 ms, a cheap tool (`echo`) each step and `terminate` at step 20.
+//! `AGENTD_BENCH_RUNS` and `AGENTD_BENCH_STEPS` change the two counts.
 //! Prints the wall time, the daemon's own CPU time per step, its peak RSS,
 //! and the latency of `GET /v1/runs/{id}` measured while the runs are going.
 //!
