@@ -43,7 +43,6 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use crate::api::{EventLine, RunList, RunSummary, RunView};
-use crate::chat::Message;
 use crate::daemon::paging::PageRequest;
 
 pub use pending::MAX_PENDING_BYTES;
@@ -254,12 +253,17 @@ impl History {
         });
     }
 
-    pub fn append_message(&self, run_id: &str, index: u32, message: &Message) {
+    /// Tests' shorthand: the daemon always has the message's JSON already
+    /// (memory's encoding, or a resumed run's carried transcript encoded
+    /// once) and calls [`Self::append_message_json`].
+    #[cfg(test)]
+    pub(crate) fn append_message(&self, run_id: &str, index: u32, message: &crate::chat::Message) {
         self.append_message_json(run_id, index, serde_json::to_string(message).map(Arc::from));
     }
 
-    /// The same for a message its caller has already encoded (and may
-    /// keep: the JSON is shared, not copied).
+    /// Appends message `index` of a run's transcript from its JSON, which
+    /// the caller has encoded and may keep (it is shared, not copied); an
+    /// encoding that failed is counted as a lost write.
     pub fn append_message_json(
         &self,
         run_id: &str,

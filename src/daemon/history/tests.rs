@@ -3,8 +3,8 @@ use std::time::Instant;
 use super::*;
 use crate::agent::{Outcome, RunEvent};
 use crate::api::RunState;
-use crate::chat::ToolCall;
 use crate::chat::Usage;
+use crate::chat::{Message, ToolCall};
 
 fn summary(id: &str, seq: i64, state: RunState) -> RunSummary {
     let ended = state == RunState::Ended;
