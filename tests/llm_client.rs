@@ -558,6 +558,137 @@ async fn system_store_child() {
     assert_eq!(answer.message.content_str(), "trusted");
 }
 
+// ---- Proxy variables: a plain-HTTP endpoint goes direct only when none applies ----
+
+/// A forward proxy on loopback that answers every request itself, with a
+/// chat completion saying `via proxy`, and records the target it was asked
+/// for (a proxied request names it whole: `http://host:port/path`).
+async fn recording_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    let asked: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let record = asked.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let record = record.clone();
+        async move {
+            record.lock().expect("proxy log").push(uri.to_string());
+            axum::Json(json!({"choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "via proxy"}}]}))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind proxy");
+    let addr = listener.local_addr().expect("proxy address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, asked)
+}
+
+/// Runs `proxy_child` with `vars` set (and every other proxy variable
+/// removed): it asks `base_url` once and checks the answer is `expect`.
+async fn ask_in_child(base_url: &str, expect: &str, vars: &[(&str, String)]) {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = tokio::process::Command::new(exe);
+    child.args([
+        "--exact",
+        "llm_client::proxy_child",
+        "--include-ignored",
+        "--nocapture",
+    ]);
+    for var in [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "REQUEST_METHOD",
+    ] {
+        child.env_remove(var);
+    }
+    for (var, value) in vars {
+        child.env(var, value);
+    }
+    let out = child
+        .env(PROXY_CHILD_URL, base_url)
+        .env(PROXY_CHILD_EXPECT, expect)
+        .output()
+        .await
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{vars:?}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_proxy_variable_sends_the_request_through_the_proxy_and_no_proxy_sends_it_direct() {
+    let h = Harness::new().await;
+    h.llm.set_fallback(Reply::text("direct"));
+    let (proxy, asked) = recording_proxy().await;
+    let proxy_url = format!("http://{proxy}");
+    let base_url = h.llm.base_url();
+
+    for var in ["HTTP_PROXY", "http_proxy", "ALL_PROXY"] {
+        ask_in_child(&base_url, "via proxy", &[(var, proxy_url.clone())]).await;
+    }
+    assert_eq!(
+        *asked.lock().expect("proxy log"),
+        vec![format!("{base_url}/chat/completions"); 3],
+        "each request named its target to the proxy"
+    );
+    assert!(
+        h.llm.requests().is_empty(),
+        "nothing reached the endpoint past the proxy"
+    );
+
+    // An `https` proxy does not apply to a plain-HTTP endpoint, nor does
+    // one whose `NO_PROXY` names the endpoint's host.
+    ask_in_child(&base_url, "direct", &[("HTTPS_PROXY", proxy_url.clone())]).await;
+    ask_in_child(
+        &base_url,
+        "direct",
+        &[
+            ("HTTP_PROXY", proxy_url.clone()),
+            ("NO_PROXY", "localhost,127.0.0.1".into()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        h.llm.requests().len(),
+        2,
+        "both went straight to the endpoint"
+    );
+    assert_eq!(
+        asked.lock().expect("proxy log").len(),
+        3,
+        "not through the proxy"
+    );
+}
+
+const PROXY_CHILD_URL: &str = "AGENTD_TEST_PROXY_CHILD_URL";
+const PROXY_CHILD_EXPECT: &str = "AGENTD_TEST_PROXY_CHILD_EXPECT";
+
+/// Half of `a_proxy_variable_sends_the_request_through_the_proxy_and_no_proxy_sends_it_direct`;
+/// does nothing on its own.
+#[tokio::test]
+#[ignore = "run by a_proxy_variable_sends_the_request_through_the_proxy_and_no_proxy_sends_it_direct"]
+async fn proxy_child() {
+    let (Ok(base_url), Ok(expect)) = (
+        std::env::var(PROXY_CHILD_URL),
+        std::env::var(PROXY_CHILD_EXPECT),
+    ) else {
+        return;
+    };
+    let client = LlmClient::new(settings_for(base_url)).expect("client");
+    let answer = chat_once(&client).await.expect("an answer");
+    assert_eq!(answer.message.content_str(), expect);
+}
+
 // ---- A missing server fails at once; anything else is retried ----
 
 fn hello() -> Vec<Message> {

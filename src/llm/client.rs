@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use super::answered::AnsweredEndpoints;
+use super::direct::{Answer, Direct};
 use super::error::LlmError;
 use super::retry::{parse_retry_after, Attempts, Next, RetryPolicy};
 use super::wire::{ErrorBody, FunctionParam, RequestBody, ResponseBody, ToolParam, Transcript};
@@ -173,11 +174,16 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
 /// request timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One client per agent configuration; cheap to share (`reqwest::Client`
-/// pools connections, which matters for the per-step overhead).
+/// One client per agent configuration; cheap to share (both ways to the
+/// endpoint pool their connections, which matters for the per-step
+/// overhead).
 #[derive(Clone)]
 pub struct LlmClient {
+    /// TLS, proxies, and the endpoint's other routes ([`Self::get`]).
     http: reqwest::Client,
+    /// The chat request's way to a plain-HTTP endpoint no proxy applies to
+    /// (`direct.rs` says why); `None`: it goes through `http`.
+    direct: Option<Direct>,
     settings: LlmSettings,
     url: String,
     /// `url` parsed once: reqwest would parse the string on every request.
@@ -211,9 +217,10 @@ impl LlmClient {
         // A connection that does not complete is given CONNECT_TIMEOUT, not
         // the whole request's time: a host that drops packets is known as
         // such in seconds.
+        let connect_timeout = settings.request_timeout.min(CONNECT_TIMEOUT);
         let mut builder = reqwest::Client::builder()
             .timeout(settings.request_timeout)
-            .connect_timeout(settings.request_timeout.min(CONNECT_TIMEOUT));
+            .connect_timeout(connect_timeout);
         if let Some(path) = &settings.ca_file {
             for cert in load_ca_file(path).map_err(LlmError::NotConfigured)? {
                 builder = builder.add_root_certificate(cert);
@@ -226,8 +233,15 @@ impl LlmClient {
             "{}/chat/completions",
             settings.base_url.trim_end_matches('/')
         );
+        let direct = Direct::for_endpoint(
+            &url,
+            settings.api_key.as_deref(),
+            settings.request_timeout,
+            connect_timeout,
+        );
         Ok(LlmClient {
             http,
+            direct,
             metrics: super::metrics::LlmMetrics::new(&settings.model),
             settings,
             endpoint: reqwest::Url::parse(&url).ok(),
@@ -366,27 +380,20 @@ impl LlmClient {
         body: &bytes::Bytes,
         span: &tracing::Span,
     ) -> Result<ChatResponse, LlmError> {
-        let req = match &self.endpoint {
-            Some(url) => self.http.post(url.clone()),
-            None => self.http.post(&self.url),
+        let answer = match &self.direct {
+            Some(direct) => {
+                direct
+                    .post_json(body, MAX_RESPONSE_BYTES, || self.mark_answered())
+                    .await?
+            }
+            None => self.post_json(body).await?,
         };
-        let mut req = req
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.clone());
-        if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
-            req = req.bearer_auth(key);
-        }
-        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
-        self.mark_answered();
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
+        let (status, bytes) = (answer.status, answer.body);
+        let retry_after = answer
+            .retry_after
+            .as_ref()
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let bytes = read_capped(resp)
-            .await
-            .map_err(|e| e.unwrap_or_else(|e| self.transport_error(e)))?;
         if !status.is_success() {
             return Err(LlmError::Status {
                 status: status.as_u16(),
@@ -425,6 +432,32 @@ impl LlmClient {
                 completion_tokens: usage.completion_tokens.unwrap_or(0),
             },
             finish_reason: choice.finish_reason,
+        })
+    }
+
+    /// The chat request through reqwest (TLS, proxies).
+    async fn post_json(&self, body: &bytes::Bytes) -> Result<Answer, LlmError> {
+        let req = match &self.endpoint {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(&self.url),
+        };
+        let mut req = req
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone());
+        if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        self.mark_answered();
+        let status = resp.status();
+        let retry_after = resp.headers().get(reqwest::header::RETRY_AFTER).cloned();
+        let body = read_capped(resp)
+            .await
+            .map_err(|e| e.unwrap_or_else(|e| self.transport_error(e)))?;
+        Ok(Answer {
+            status,
+            retry_after,
+            body,
         })
     }
 
@@ -489,27 +522,19 @@ pub(super) fn transport_error(e: reqwest::Error, url: &str, timeout: Duration) -
 /// what they wrap). A resolver failure has no public type in hyper-util:
 /// its connector says "dns error", and that is what is matched.
 fn nothing_listens(e: &reqwest::Error) -> bool {
-    if !e.is_connect() {
-        return false;
-    }
-    let mut pending: Vec<&(dyn std::error::Error + 'static)> = vec![e];
-    while let Some(err) = pending.pop() {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-            if let Some(inner) = io.get_ref() {
-                pending.push(inner);
-            }
-        }
-        if err.to_string().starts_with("dns error") {
-            return true;
-        }
-        if let Some(source) = err.source() {
-            pending.push(source);
-        }
-    }
-    false
+    e.is_connect() && refused_or_unresolved(e)
+}
+
+/// The search of [`nothing_listens`] through any error's chain (the direct
+/// way's errors are hyper-util's own).
+pub(super) fn refused_or_unresolved(e: &(dyn std::error::Error + 'static)) -> bool {
+    find_in_chain(e, |err| {
+        let refused = err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        (refused || err.to_string().starts_with("dns error")).then_some(())
+    })
+    .is_some()
 }
 
 /// What an error answer says: the OpenAI-shaped `error.message`, else the
@@ -541,18 +566,27 @@ pub(super) async fn read_capped(
 
 /// The TLS certificate error behind a failed request, if that is what it was.
 /// It is found by type, not by wording: rustls's error travels inside an
-/// `io::Error` (whose `source()` skips the wrapped error, hence `get_ref`)
-/// inside hyper's and reqwest's own errors.
+/// `io::Error` inside hyper's and reqwest's own errors.
 fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    find_in_chain(e, |err| match err.downcast_ref::<rustls::Error>()? {
+        tls @ (rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented) => {
+            Some(tls.to_string())
+        }
+        _ => None,
+    })
+}
+
+/// The first answer `found` gives for an error in `e`'s chain, `e` first.
+/// `io::Error`s are looked inside too: their `source()` skips the error
+/// they wrap, which is where rustls's and the resolver's errors travel.
+fn find_in_chain<T>(
+    e: &(dyn std::error::Error + 'static),
+    mut found: impl FnMut(&(dyn std::error::Error + 'static)) -> Option<T>,
+) -> Option<T> {
     let mut pending: Vec<&(dyn std::error::Error + 'static)> = vec![e];
     while let Some(err) = pending.pop() {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            if matches!(
-                tls,
-                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
-            ) {
-                return Some(tls.to_string());
-            }
+        if let Some(answer) = found(err) {
+            return Some(answer);
         }
         if let Some(inner) = err
             .downcast_ref::<std::io::Error>()
@@ -565,7 +599,17 @@ fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> 
     None
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// Whether an `io::Error` of `kind` is somewhere in `e`'s chain.
+pub(super) fn caused_by(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
+    find_in_chain(e, |err| {
+        err.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == kind)
+            .then_some(())
+    })
+    .is_some()
+}
+
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(inner) = source {

@@ -5,6 +5,7 @@
 
 mod answered;
 mod client;
+mod direct;
 mod error;
 pub mod metrics;
 mod models;
