@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use agentd::chat::{Message, ToolChoice, ToolSpec};
-use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy};
+use agentd::llm::{ChatRequest, LlmClient};
+use agentd::testkit::llm_settings;
 use agentd::testkit::stats::percentile;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -96,17 +97,7 @@ async fn round(addr: SocketAddr) -> anyhow::Result<()> {
         "model": "fake", "messages": window, "tool_choice": "auto"
     }))?);
 
-    let client = LlmClient::new(LlmSettings {
-        model: "fake".into(),
-        base_url,
-        api_key: None,
-        max_tokens: None,
-        temperature: None,
-        max_input_tokens: None,
-        request_timeout: Duration::from_secs(10),
-        retry: RetryPolicy::default(),
-        ca_file: None,
-    })?;
+    let client = LlmClient::new(llm_settings(base_url))?;
     let agentd = tokio::spawn(async move {
         let no_tools: [ToolSpec; 0] = [];
         measure(|| async {

@@ -14,7 +14,7 @@ use agentd::agent::{Agent, Outcome, RunEvent, RunOptions, Runtime};
 use agentd::agent::AgentConfig;
 use agentd::chat::Message;
 use agentd::chat::{ToolChoice, ToolSpec};
-use agentd::llm::{ChatRequest, LlmClient, LlmSettings, RetryPolicy};
+use agentd::llm::{ChatRequest, LlmClient};
 use agentd::plugin::{EngineLimits, PluginHost};
 use agentd::sandbox::NoSandbox;
 use agentd::testkit::stats::percentile;
@@ -60,17 +60,7 @@ async fn main() -> anyhow::Result<()> {
     });
     let llm = FakeLlm::start().await?;
     llm.set_recording(false);
-    let settings = LlmSettings {
-        model: "fake".into(),
-        base_url: llm.base_url(),
-        api_key: None,
-        max_tokens: None,
-        temperature: None,
-        max_input_tokens: None,
-        request_timeout: Duration::from_secs(10),
-        retry: RetryPolicy::default(),
-        ca_file: None,
-    };
+    let settings = agentd::testkit::llm_settings(llm.base_url());
     let agent_llm = LlmClient::new(settings.clone())?;
     let agent = Agent::new(
         AgentConfig {

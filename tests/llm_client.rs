@@ -208,19 +208,12 @@ static USER: std::sync::LazyLock<Message> = std::sync::LazyLock::new(|| Message:
 
 fn settings_for(base_url: String) -> LlmSettings {
     LlmSettings {
-        model: "fake".into(),
-        base_url,
-        api_key: None,
-        max_tokens: None,
-        temperature: None,
-        max_input_tokens: None,
-        request_timeout: Duration::from_secs(10),
         retry: agentd::llm::RetryPolicy {
             initial_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(200),
             ..Default::default()
         },
-        ca_file: None,
+        ..agentd::testkit::llm_settings(base_url)
     }
 }
 
@@ -509,27 +502,39 @@ async fn the_system_trust_store_is_trusted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("system-store.pem");
     std::fs::write(&store, &pki.ca_pem).expect("write store");
+    run_child_test(
+        "llm_client::system_store_child",
+        &[
+            ("SSL_CERT_FILE", store.display().to_string()),
+            (CHILD_URL, front.base_url()),
+        ],
+        &["SSL_CERT_DIR"],
+    )
+    .await;
+    assert_eq!(h.llm.requests().len(), 1, "the child's request got through");
+}
+
+/// Runs the ignored test `name` of this binary in a child process, with
+/// `set` in its environment and `unset` removed from it, and asserts that
+/// it passed: how a test sees what the client makes of variables read once
+/// per process, without setting them in this one.
+async fn run_child_test(name: &str, set: &[(&str, String)], unset: &[&str]) {
     let exe = std::env::current_exe().expect("test binary");
-    let out = tokio::process::Command::new(exe)
-        .args([
-            "--exact",
-            "llm_client::system_store_child",
-            "--include-ignored",
-            "--nocapture",
-        ])
-        .env("SSL_CERT_FILE", &store)
-        .env_remove("SSL_CERT_DIR")
-        .env(CHILD_URL, front.base_url())
-        .output()
-        .await
-        .expect("run the child");
+    let mut child = tokio::process::Command::new(exe);
+    child.args(["--exact", name, "--include-ignored", "--nocapture"]);
+    for var in unset {
+        child.env_remove(var);
+    }
+    for (var, value) in set {
+        child.env(var, value);
+    }
+    let out = child.output().await.expect("run the child");
     assert!(
         out.status.success(),
-        "{}\n{}",
+        "{name} with {set:?}\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(h.llm.requests().len(), 1, "the child's request got through");
 }
 
 const CHILD_URL: &str = "AGENTD_TEST_SYSTEM_STORE_URL";
@@ -584,45 +589,28 @@ async fn recording_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
     (addr, asked)
 }
 
-/// Runs `proxy_child` with `vars` set (and every other proxy variable
-/// removed): it asks `base_url` once and checks the answer is `expect`.
+/// Runs `proxy_child` with `vars` set and every other proxy variable
+/// removed: it asks `base_url` once and checks the answer is `expect`.
 async fn ask_in_child(base_url: &str, expect: &str, vars: &[(&str, String)]) {
-    let exe = std::env::current_exe().expect("test binary");
-    let mut child = tokio::process::Command::new(exe);
-    child.args([
-        "--exact",
+    let mut set = vars.to_vec();
+    set.push((PROXY_CHILD_URL, base_url.to_string()));
+    set.push((PROXY_CHILD_EXPECT, expect.to_string()));
+    run_child_test(
         "llm_client::proxy_child",
-        "--include-ignored",
-        "--nocapture",
-    ]);
-    for var in [
-        "HTTP_PROXY",
-        "http_proxy",
-        "HTTPS_PROXY",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-        "NO_PROXY",
-        "no_proxy",
-        "REQUEST_METHOD",
-    ] {
-        child.env_remove(var);
-    }
-    for (var, value) in vars {
-        child.env(var, value);
-    }
-    let out = child
-        .env(PROXY_CHILD_URL, base_url)
-        .env(PROXY_CHILD_EXPECT, expect)
-        .output()
-        .await
-        .expect("run the child");
-    assert!(
-        out.status.success(),
-        "{vars:?}\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        &set,
+        &[
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+            "NO_PROXY",
+            "no_proxy",
+            "REQUEST_METHOD",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -667,6 +655,43 @@ async fn a_proxy_variable_sends_the_request_through_the_proxy_and_no_proxy_sends
         asked.lock().expect("proxy log").len(),
         3,
         "not through the proxy"
+    );
+}
+
+/// What reqwest does for a plain-HTTP endpoint beyond sending, the direct
+/// way does too: a redirect is followed (the POST sent again, with its
+/// body) and credentials in the URL are sent as Basic auth.
+#[tokio::test]
+async fn a_redirect_is_followed_and_credentials_in_the_url_are_sent() {
+    let h = Harness::new().await;
+    h.llm.set_fallback(Reply::text("moved"));
+    let target = format!("{}/chat/completions", h.llm.base_url());
+    let app = axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move { axum::response::Redirect::temporary(&target) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let moved = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let client = LlmClient::new(settings_for(format!("http://{moved}/v1"))).expect("client");
+    let answer = chat_once(&client).await.expect("the redirect is followed");
+    assert_eq!(answer.message.content_str(), "moved");
+    assert_eq!(
+        h.llm.requests()[0]["messages"][0]["content"],
+        "hello",
+        "the body went along"
+    );
+
+    let with_user = h.llm.base_url().replace("http://", "http://user:pass@");
+    let client = LlmClient::new(settings_for(with_user)).expect("client");
+    chat_once(&client).await.expect("an answer");
+    assert_eq!(
+        h.llm.auth_headers().last().cloned().flatten().as_deref(),
+        Some("Basic dXNlcjpwYXNz")
     );
 }
 

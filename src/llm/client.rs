@@ -233,18 +233,21 @@ impl LlmClient {
             "{}/chat/completions",
             settings.base_url.trim_end_matches('/')
         );
-        let direct = Direct::for_endpoint(
-            &url,
-            settings.api_key.as_deref(),
-            settings.request_timeout,
-            connect_timeout,
-        );
+        let endpoint = reqwest::Url::parse(&url).ok();
+        let direct = endpoint.as_ref().and_then(|endpoint| {
+            Direct::for_endpoint(
+                endpoint,
+                settings.api_key.as_deref(),
+                settings.request_timeout,
+                connect_timeout,
+            )
+        });
         Ok(LlmClient {
             http,
             direct,
             metrics: super::metrics::LlmMetrics::new(&settings.model),
             settings,
-            endpoint: reqwest::Url::parse(&url).ok(),
+            endpoint,
             url,
             answered: AnsweredEndpoints::default(),
             answered_here: Arc::new(AtomicBool::new(false)),
@@ -382,9 +385,17 @@ impl LlmClient {
     ) -> Result<ChatResponse, LlmError> {
         let answer = match &self.direct {
             Some(direct) => {
-                direct
+                let answer = direct
                     .post_json(body, MAX_RESPONSE_BYTES, || self.mark_answered())
-                    .await?
+                    .await?;
+                // A redirect (an `http` server moved to `https`, a framework
+                // answering 307 for a trailing slash) is followed as reqwest
+                // follows it: the request is sent again through reqwest.
+                if answer.status.is_redirection() {
+                    self.post_json(body).await?
+                } else {
+                    answer
+                }
             }
             None => self.post_json(body).await?,
         };
@@ -435,7 +446,8 @@ impl LlmClient {
         })
     }
 
-    /// The chat request through reqwest (TLS, proxies).
+    /// The chat request through reqwest: TLS, proxies, and a redirect the
+    /// direct way was answered with.
     async fn post_json(&self, body: &bytes::Bytes) -> Result<Answer, LlmError> {
         let req = match &self.endpoint {
             Some(url) => self.http.post(url.clone()),

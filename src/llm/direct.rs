@@ -12,7 +12,9 @@
 //! friends) stays with reqwest, which does it well. Whether a proxy applies
 //! is decided by hyper-util's matcher, the one reqwest itself consults, so
 //! an endpoint goes direct exactly when reqwest would have connected to it
-//! directly.
+//! directly. What reqwest does beyond sending is kept: its TCP keepalive
+//! settings here, and a redirect answer is sent again through reqwest,
+//! which follows it (`client.rs`).
 
 use std::time::Duration;
 
@@ -28,6 +30,13 @@ use super::error::LlmError;
 
 /// How long an idle pooled connection is kept (reqwest's default).
 const POOL_IDLE: Duration = Duration::from_secs(90);
+/// TCP keepalive probes, as reqwest sets them: a peer that dies during a
+/// long generation is noticed in about a minute, not at `timeout`.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+const KEEPALIVE_RETRIES: u32 = 3;
+/// Unacknowledged data is given up on after this long (reqwest's default).
+#[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What came back: the status, the `Retry-After` header as sent, the body.
 pub(super) struct Answer {
@@ -48,19 +57,22 @@ pub(super) struct Direct {
 }
 
 impl Direct {
-    /// The direct way to `url`, or `None` when it must go through reqwest:
-    /// not plain `http://`, a proxy variable applies to it, or an API key
-    /// that cannot be a header value (reqwest then reports it as it did).
+    /// The direct way to `url` (as reqwest parsed it: host lower-cased, IPv4
+    /// written out, so the proxy matcher sees what it sees under reqwest),
+    /// or `None` when it must go through reqwest: not plain `http://`,
+    /// credentials in the URL (reqwest sends them as Basic auth), a proxy
+    /// variable applies to it, or an API key that cannot be a header value
+    /// (reqwest then reports it as it did).
     pub(super) fn for_endpoint(
-        url: &str,
+        url: &reqwest::Url,
         api_key: Option<&str>,
         timeout: Duration,
         connect_timeout: Duration,
     ) -> Option<Self> {
-        let uri: Uri = url.parse().ok()?;
-        if uri.scheme() != Some(&http::uri::Scheme::HTTP) || uri.host().is_none() {
+        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
             return None;
         }
+        let uri: Uri = url.as_str().parse().ok()?;
         let proxies = hyper_util::client::proxy::matcher::Matcher::from_system();
         if proxies.intercept(&uri).is_some() {
             return None;
@@ -77,6 +89,11 @@ impl Direct {
         connector.set_connect_timeout(Some(connect_timeout));
         // As reqwest does: a request is one write, sent at once.
         connector.set_nodelay(true);
+        connector.set_keepalive(Some(KEEPALIVE));
+        connector.set_keepalive_interval(Some(KEEPALIVE));
+        connector.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
+        #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+        connector.set_tcp_user_timeout(Some(TCP_USER_TIMEOUT));
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
@@ -155,11 +172,12 @@ impl Direct {
         LlmError::NotConfigured(format!("cannot send a request to {}: {e}", self.uri))
     }
 
-    /// A request that got no HTTP answer: a connection that timed out is a
-    /// timeout (as reqwest counts its connect timeout), anything else a
-    /// connection failure, classified as the reqwest path classifies it.
+    /// A request that got no HTTP answer: one that timed out anywhere (the
+    /// connect timeout, a read the kernel gave up on) is a timeout, as
+    /// reqwest counts them; anything else a connection failure, classified
+    /// as the reqwest path classifies it.
     fn failed(&self, connect: bool, e: &(dyn std::error::Error + 'static)) -> LlmError {
-        if connect && super::client::caused_by(e, std::io::ErrorKind::TimedOut) {
+        if super::client::caused_by(e, std::io::ErrorKind::TimedOut) {
             return LlmError::Timeout(self.timeout);
         }
         LlmError::Connect {

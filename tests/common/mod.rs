@@ -164,20 +164,16 @@ impl Harness {
 
     pub fn settings(&self) -> LlmSettings {
         LlmSettings {
-            model: "fake".into(),
-            base_url: self.llm.base_url(),
             api_key: Some("test-key".into()),
             max_tokens: Some(100),
             temperature: Some(0.0),
-            max_input_tokens: None,
-            request_timeout: Duration::from_secs(10),
             retry: RetryPolicy {
                 max_retries: 3,
                 initial_backoff: Duration::from_millis(10),
                 max_backoff: Duration::from_millis(200),
                 ..RetryPolicy::default()
             },
-            ca_file: None,
+            ..agentd::testkit::llm_settings(self.llm.base_url())
         }
     }
 
