@@ -579,14 +579,7 @@ async fn recording_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
                 "message": {"role": "assistant", "content": "via proxy"}}]}))
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind proxy");
-    let addr = listener.local_addr().expect("proxy address");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (addr, asked)
+    (common::serve_loopback(app).await, asked)
 }
 
 /// Runs `proxy_child` with `vars` set and every other proxy variable
@@ -670,13 +663,7 @@ async fn a_redirect_is_followed_and_credentials_in_the_url_are_sent() {
         let target = target.clone();
         async move { axum::response::Redirect::temporary(&target) }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let moved = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let moved = common::serve_loopback(app).await;
     let client = LlmClient::new(settings_for(format!("http://{moved}/v1"))).expect("client");
     let answer = chat_once(&client).await.expect("the redirect is followed");
     assert_eq!(answer.message.content_str(), "moved");

@@ -46,15 +46,11 @@ struct Receiver {
 
 impl Receiver {
     async fn start() -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the receiver");
-        let port = listener.local_addr().expect("address").port();
         let got = Arc::new(Mutex::new(Received::default()));
         let app = axum::Router::new()
             .route("/v1/traces", axum::routing::post(receive))
             .with_state(got.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let port = common::serve_loopback(app).await.port();
         Receiver { port, got }
     }
 

@@ -540,13 +540,11 @@ fn nothing_listens(e: &reqwest::Error) -> bool {
 /// The search of [`nothing_listens`] through any error's chain (the direct
 /// way's errors are hyper-util's own).
 pub(super) fn refused_or_unresolved(e: &(dyn std::error::Error + 'static)) -> bool {
-    find_in_chain(e, |err| {
-        let refused = err
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
-        (refused || err.to_string().starts_with("dns error")).then_some(())
-    })
-    .is_some()
+    caused_by(e, std::io::ErrorKind::ConnectionRefused)
+        || find_in_chain(e, |err| {
+            err.to_string().starts_with("dns error").then_some(())
+        })
+        .is_some()
 }
 
 /// What an error answer says: the OpenAI-shaped `error.message`, else the

@@ -262,11 +262,8 @@ async fn handle(
     let recording = !script.lock_unpoisoned().no_recording;
     let (verdict, first_user, request) = if recording {
         let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        (
-            validate(&request),
-            first_user_message(&request),
-            Some(request),
-        )
+        let (verdict, first_user) = judge_tree(&request);
+        (verdict, first_user, Some(request))
     } else {
         let (verdict, first_user) = read_request(&body);
         (verdict, first_user, None)
@@ -381,8 +378,12 @@ fn read_request(body: &str) -> (Result<(), String>, Option<String>) {
     if let Some(first_user) = WellFormed::check(body) {
         return (Ok(()), first_user);
     }
-    let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    (validate(&request), first_user_message(&request))
+    judge_tree(&serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// The checks' verdict on the whole tree, and the routing key.
+fn judge_tree(request: &Value) -> (Result<(), String>, Option<String>) {
+    (validate(request), first_user_message(request))
 }
 
 /// The fields [`validate`] reads, borrowed from the body. Objects are taken
@@ -601,8 +602,7 @@ mod tests {
             r#""#,
         ];
         for body in bodies {
-            let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-            let whole = (validate(&request), first_user_message(&request));
+            let whole = judge_tree(&serde_json::from_str(body).unwrap_or(Value::Null));
             assert_eq!(read_request(body), whole, "{body}");
             if let Some(first_user) = WellFormed::check(body) {
                 assert_eq!((Ok(()), first_user), whole, "accepted at once: {body}");

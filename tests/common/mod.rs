@@ -44,6 +44,19 @@ pub fn scrubbed(exe: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
     cmd
 }
 
+/// Serves `app` on a fresh loopback port for the rest of the test: a
+/// stand-in endpoint (a proxy, a redirecting server, an OTLP receiver).
+pub async fn serve_loopback(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
