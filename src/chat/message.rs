@@ -505,6 +505,20 @@ pub trait AsMessage: Sync {
     fn message(&self) -> &Message;
     /// Writes the message into a request.
     fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+    /// About how many bytes [`AsMessage::write`] writes, so that a request
+    /// is encoded into a buffer of the right size at once instead of one
+    /// that doubles (and copies everything written so far) as it grows.
+    fn encoded_len_hint(&self) -> usize {
+        let m = self.message();
+        let calls: usize = m
+            .tool_calls
+            .iter()
+            .map(|c| c.id.len() + c.name.len() + c.arguments.len() + 64)
+            .sum();
+        let ids =
+            m.tool_call_id.as_deref().map_or(0, str::len) + m.name.as_deref().map_or(0, str::len);
+        m.content_str().len() + calls + ids + 64
+    }
 }
 
 impl AsMessage for Message {
@@ -524,6 +538,12 @@ impl AsMessage for Arc<Kept> {
         match &self.json {
             Some(json) => json.serialize(s),
             None => self.message.serialize(s),
+        }
+    }
+    fn encoded_len_hint(&self) -> usize {
+        match &self.json {
+            Some(json) => json.get().len(),
+            None => self.message.encoded_len_hint(),
         }
     }
 }
@@ -602,6 +622,33 @@ pub fn check_request<M: AsMessage>(messages: &[M]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request's buffer is sized from these hints: a kept message's is
+    /// its JSON's exact length, a plain message's at least its encoding's
+    /// when nothing in it needs escaping.
+    #[test]
+    fn encoded_length_hints_cover_the_encoding() {
+        let call = Message::assistant_with_calls(
+            Some("let me look".into()),
+            vec![ToolCall {
+                id: "call_1".into(),
+                name: "bash".into(),
+                arguments: r#"{"command":"ls -la /tmp"}"#.into(),
+            }],
+        );
+        let plain = [
+            Message::system("you are a helpful agent"),
+            Message::user("list the files"),
+            call,
+            Message::tool("a b c", "call_1", "bash"),
+        ];
+        for m in plain {
+            let encoded = serde_json::to_string(&m).expect("encode").len();
+            assert!(m.encoded_len_hint() >= encoded, "{m:?}: {encoded}");
+            let kept = Arc::new(Kept::new(m));
+            assert_eq!(kept.encoded_len_hint(), encoded);
+        }
+    }
 
     #[test]
     fn unknown_role_is_an_error_not_a_drop() {

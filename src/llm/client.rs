@@ -331,11 +331,24 @@ impl LlmClient {
             max_tokens: self.settings.max_tokens,
             temperature: self.settings.temperature,
         };
-        // Shared by every attempt without a copy.
-        let body = bytes::Bytes::from(
-            serde_json::to_vec(&body)
-                .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?,
-        );
+        // Encoded into a buffer sized for it at once (the memory's messages
+        // are mostly JSON already, spliced in), then shared by every attempt
+        // without a copy.
+        let hint = 256
+            + request
+                .messages
+                .iter()
+                .map(|m| m.encoded_len_hint() + 1)
+                .sum::<usize>()
+            + request
+                .tools
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + t.parameters.len() + 64)
+                .sum::<usize>();
+        let mut encoded = Vec::with_capacity(hint);
+        serde_json::to_writer(&mut encoded, &body)
+            .map_err(|e| LlmError::Malformed(format!("cannot encode request: {e}")))?;
+        let body = bytes::Bytes::from(encoded);
 
         let mut spent = Attempts::default();
         loop {

@@ -227,7 +227,10 @@ impl History {
     pub fn save_run(&self, run: impl Into<RunRow>) {
         let row = run.into();
         self.inner.last_seq.fetch_max(row.seq, Ordering::SeqCst);
-        self.send_write(Write::SaveRun(Box::new(row)));
+        self.send_write(Write::SaveRun {
+            row: Box::new(row),
+            checkpoint: None,
+        });
     }
 
     pub fn append_event(&self, run_id: &str, line: &EventLine) {

@@ -9,6 +9,9 @@
 //!   transaction, so nothing observes the order in between. Under load this
 //!   turns a batch's many step saves of one run into one `UPDATE`, and on a
 //!   full disk it keeps a run's row writes at one, however long it runs.
+//!   A checkpoint is folded into the run's pending update the same way
+//!   (the newest wins): a step's end saves the row, then its checkpoint,
+//!   and the two become one `UPDATE`.
 //! - **Barriers.** A deletion ends coalescing for its run and an interrupt
 //!   for every run: a later update must not move before them, or the
 //!   deletion would lose it or the interrupt would end a run that was
@@ -21,6 +24,7 @@
 use std::collections::HashMap;
 
 use super::write::{RunRow, Write};
+use crate::agent::Checkpoint;
 
 /// Bytes of writes kept in memory while the history cannot be written (disk
 /// full, read-only). Past it, further events and messages are dropped and
@@ -71,11 +75,11 @@ impl Pending {
     /// would lose writes a healthy disk takes.
     pub(super) fn push(&mut self, write: Write, bounded: bool) -> Push {
         match write {
-            Write::SaveRun(row) => match self.replace_row(row) {
+            Write::SaveRun { row, checkpoint } => match self.replace_row(row, checkpoint) {
                 Ok(()) => Push::Coalesced,
                 Err(row) => {
                     let id = row.id.clone();
-                    self.append(Write::SaveRun(row));
+                    self.append(Write::SaveRun { row, checkpoint });
                     self.rows.insert(id, self.writes.len() - 1);
                     Push::Appended
                 }
@@ -100,9 +104,23 @@ impl Pending {
                 self.append(Write::DeleteRun(id));
                 Push::Appended
             }
-            write @ Write::Checkpoint { .. } => {
-                // Small, one per step, and never dropped (see `Write`).
-                self.append(write);
+            Write::Checkpoint { run_id, checkpoint } => {
+                // Folded into the run's pending row update when there is
+                // one (the step's end saved the row moments before);
+                // otherwise on its own. Small, one per step, and never
+                // dropped (see `Write`).
+                if let Some(Write::SaveRun {
+                    checkpoint: pending,
+                    ..
+                }) = self
+                    .rows
+                    .get(&run_id)
+                    .and_then(|&at| self.writes.get_mut(at))
+                {
+                    *pending = Some(checkpoint);
+                    return Push::Coalesced;
+                }
+                self.append(Write::Checkpoint { run_id, checkpoint });
                 Push::Appended
             }
             Write::Interrupt { now_ms } => {
@@ -150,8 +168,14 @@ impl Pending {
     }
 
     /// Puts `row` in place of the run's pending row write, or hands it back
-    /// when there is none.
-    fn replace_row(&mut self, row: Box<RunRow>) -> Result<(), Box<RunRow>> {
+    /// when there is none (or the pending write is the run's creation and
+    /// `checkpoint` must be written too). The newest checkpoint wins; an
+    /// update without one keeps the pending write's.
+    fn replace_row(
+        &mut self,
+        row: Box<RunRow>,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), Box<RunRow>> {
         let Some(&at) = self.rows.get(&row.id) else {
             return Err(row);
         };
@@ -160,7 +184,16 @@ impl Pending {
         };
         let before = slot.size();
         match slot {
-            Write::CreateRun { row: old, .. } | Write::SaveRun(old) => *old = row,
+            Write::CreateRun { row: old, .. } if checkpoint.is_none() => *old = row,
+            Write::SaveRun {
+                row: old,
+                checkpoint: kept,
+            } => {
+                *old = row;
+                if checkpoint.is_some() {
+                    *kept = checkpoint;
+                }
+            }
             // `rows` only ever points at row writes; were it not so, the
             // update goes to the end like any other.
             _ => return Err(row),

@@ -1182,6 +1182,10 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
         run.result = Some("x".repeat(result));
         Box::new(RunRow::from(&run))
     };
+    let save = |row: Box<RunRow>| Write::SaveRun {
+        row,
+        checkpoint: None,
+    };
     let event = |run_id: &str, seq: u64| Write::Event {
         run_id: run_id.into(),
         seq,
@@ -1197,10 +1201,7 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
     assert_eq!(p.push(create, true), Push::Appended);
     assert_eq!(p.push(event("a", 1), true), Push::Appended);
     for (steps, result) in [(1, 10), (2, 5_000), (3, 20)] {
-        assert_eq!(
-            p.push(Write::SaveRun(row("a", steps, result)), true),
-            Push::Coalesced
-        );
+        assert_eq!(p.push(save(row("a", steps, result)), true), Push::Coalesced);
         assert_eq!(p.bytes(), sum(&p));
     }
     assert_eq!(p.len(), 2);
@@ -1219,14 +1220,11 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
         _ => panic!("the creation stays first"),
     }
     assert_eq!(p.bytes(), sum(&p));
-    assert_eq!(p.push(Write::SaveRun(row("a", 4, 0)), true), Push::Appended);
-    assert_eq!(p.push(Write::SaveRun(row("b", 1, 0)), true), Push::Appended);
+    assert_eq!(p.push(save(row("a", 4, 0)), true), Push::Appended);
+    assert_eq!(p.push(save(row("b", 1, 0)), true), Push::Appended);
     p.push(Write::Interrupt { now_ms: 0 }, true);
-    assert_eq!(p.push(Write::SaveRun(row("b", 2, 0)), true), Push::Appended);
-    assert_eq!(
-        p.push(Write::SaveRun(row("b", 3, 0)), true),
-        Push::Coalesced
-    );
+    assert_eq!(p.push(save(row("b", 2, 0)), true), Push::Appended);
+    assert_eq!(p.push(save(row("b", 3, 0)), true), Push::Coalesced);
     assert_eq!((p.len(), p.bytes()), (7, sum(&p)));
     // Past the bound events go, rows stay; a restore keeps the coalescing.
     let big = Write::Message {
@@ -1236,17 +1234,11 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
     };
     assert_eq!(p.push(big, true), Push::Dropped);
     assert_eq!(p.push(event("b", 1), false), Push::Appended);
-    assert_eq!(
-        p.push(Write::SaveRun(row("b", 4, 0)), true),
-        Push::Coalesced
-    );
+    assert_eq!(p.push(save(row("b", 4, 0)), true), Push::Coalesced);
     let writes = p.take();
     assert_eq!((p.len(), p.bytes()), (0, 0));
     assert_eq!(p.restore(writes), 0);
-    assert_eq!(
-        p.push(Write::SaveRun(row("b", 5, 0)), true),
-        Push::Coalesced
-    );
+    assert_eq!(p.push(save(row("b", 5, 0)), true), Push::Coalesced);
     assert_eq!((p.len(), p.bytes()), (8, sum(&p)));
 }
 
@@ -1363,6 +1355,97 @@ async fn a_schema_2_history_is_upgraded_and_its_runs_have_no_checkpoint() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(integrity, "ok");
+}
+
+/// A step's end saves its run's row and then its checkpoint; within one
+/// batch the checkpoint is folded into the row's pending update (one
+/// `UPDATE`), the newest of each wins, a later save without a checkpoint
+/// keeps the folded one, and a checkpoint behind the run's creation (which
+/// sets its own) is written on its own.
+#[test]
+fn pending_folds_a_checkpoint_into_the_run_s_pending_update() {
+    use crate::agent::Checkpoint;
+    use pending::{Pending, Push};
+    use write::{RunRow, Write};
+    let row = |id: &str, steps: u32| {
+        let mut run = summary(id, 1, RunState::Running);
+        run.steps = steps;
+        Box::new(RunRow::from(&run))
+    };
+    let at = |steps: u32| Checkpoint {
+        steps,
+        messages: 2 * steps,
+        stuck_warning: steps % 2 == 1,
+    };
+    let checkpoint = |id: &str, steps: u32| Write::Checkpoint {
+        run_id: id.into(),
+        checkpoint: at(steps),
+    };
+    let saved = |p: &Pending, i: usize| match &p.writes()[i] {
+        Write::SaveRun { row, checkpoint } => (row.steps, *checkpoint),
+        _ => panic!("write {i} is not a row update"),
+    };
+    let mut p = Pending::default();
+    let create = Write::CreateRun {
+        row: row("new", 0),
+        request: "q".into(),
+    };
+    assert_eq!(p.push(create, false), Push::Appended);
+    assert_eq!(p.push(checkpoint("new", 1), false), Push::Appended);
+    let update = Write::SaveRun {
+        row: row("a", 1),
+        checkpoint: None,
+    };
+    assert_eq!(p.push(update, false), Push::Appended);
+    assert_eq!(p.push(checkpoint("a", 1), false), Push::Coalesced);
+    assert_eq!(saved(&p, 2), (1, Some(at(1))));
+    let later = Write::SaveRun {
+        row: row("a", 2),
+        checkpoint: None,
+    };
+    assert_eq!(p.push(later, false), Push::Coalesced);
+    assert_eq!(saved(&p, 2), (2, Some(at(1))));
+    assert_eq!(p.push(checkpoint("a", 2), false), Push::Coalesced);
+    assert_eq!(saved(&p, 2), (2, Some(at(2))));
+    assert_eq!(p.len(), 3);
+    // A restore (the disk refused the batch) keeps the folded checkpoint.
+    let writes = p.take();
+    assert_eq!(p.restore(writes), 0);
+    assert_eq!((p.len(), saved(&p, 2)), (3, (2, Some(at(2)))));
+}
+
+/// Through the writer: a checkpoint folded into a step's save is stored
+/// with it, and a later save without one leaves the stored checkpoint as
+/// it is.
+#[tokio::test]
+async fn a_checkpoint_folded_into_a_save_is_stored_and_kept_by_later_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Running));
+    h.flush().await.unwrap();
+    for i in 0..4 {
+        h.append_message("r", i, &Message::user("m"));
+    }
+    let mut run = summary("r", 1, RunState::Running);
+    run.steps = 2;
+    h.save_run(&run);
+    let checkpoint = crate::agent::Checkpoint {
+        steps: 2,
+        messages: 4,
+        stuck_warning: true,
+    };
+    h.checkpoint("r", checkpoint);
+    h.flush().await.unwrap();
+    let point = h.resume_point("r").await.unwrap().expect("kept");
+    assert_eq!(point.checkpoint, Some(checkpoint));
+    assert_eq!((point.summary.steps, point.messages.len()), (2, 4));
+    run.steps = 3;
+    h.save_run(&run);
+    h.flush().await.unwrap();
+    let point = h.resume_point("r").await.unwrap().expect("kept");
+    assert_eq!(point.summary.steps, 3);
+    assert_eq!(point.checkpoint, Some(checkpoint));
+    assert_eq!(h.write_errors(), 0);
 }
 
 /// The checkpoint says where the last completed step ended: the messages

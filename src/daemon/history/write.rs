@@ -75,8 +75,15 @@ impl RunRow {
 pub(super) enum Write {
     /// A new run: its row and, the one time it is written, its request.
     CreateRun { row: Box<RunRow>, request: String },
-    /// A change of a run created before: the row alone.
-    SaveRun(Box<RunRow>),
+    /// A change of a run created before: the row alone, and the checkpoint
+    /// of a step that ended in the same batch, if any. A step's end saves
+    /// the row (the answer's tokens) and then its checkpoint, both within
+    /// one batch under load: folded into one `UPDATE` (see `pending`), the
+    /// row is found and rewritten once instead of twice.
+    SaveRun {
+        row: Box<RunRow>,
+        checkpoint: Option<Checkpoint>,
+    },
     Event {
         run_id: String,
         seq: u64,
@@ -111,7 +118,7 @@ impl Write {
     pub(super) fn describe(&self) -> String {
         match self {
             Write::CreateRun { row, .. } => format!("creating run {}", row.id),
-            Write::SaveRun(row) => format!("saving run {}", row.id),
+            Write::SaveRun { row, .. } => format!("saving run {}", row.id),
             Write::Event { run_id, seq, .. } => format!("appending event {seq} of run {run_id}"),
             Write::Message { run_id, index, .. } => {
                 format!("appending message {index} of run {run_id}")
@@ -131,7 +138,7 @@ impl Write {
         fixed
             + match self {
                 Write::CreateRun { row, request } => row.size() + request.len(),
-                Write::SaveRun(row) => row.size(),
+                Write::SaveRun { row, .. } => row.size(),
                 Write::Event { json, .. } => json.len(),
                 Write::Message { json, .. } => json.len(),
                 Write::DeleteRun(id) | Write::Checkpoint { run_id: id, .. } => id.len(),

@@ -36,7 +36,7 @@ use tokio::sync::oneshot;
 use super::pending::{Pending, Push, MAX_PENDING_BYTES};
 use super::write::{RunRow, Write};
 use super::HistoryError;
-use crate::agent::{Outcome, RunEvent};
+use crate::agent::{Checkpoint, Outcome, RunEvent};
 use crate::api::RunState;
 use crate::sync::LockExt;
 
@@ -409,7 +409,7 @@ impl Writer {
     fn write(&self, write: &Write) -> rusqlite::Result<()> {
         match write {
             Write::CreateRun { row, request } => create_run(&self.conn, row, request),
-            Write::SaveRun(row) => save_run(&self.conn, row),
+            Write::SaveRun { row, checkpoint } => save_run(&self.conn, row, checkpoint.as_ref()),
             Write::Event {
                 run_id,
                 seq,
@@ -539,14 +539,23 @@ fn create_run(conn: &Connection, row: &RunRow, request: &str) -> rusqlite::Resul
 /// `ended_at_ms` (indexed) only in the few saves that change them. `seq`,
 /// `agent` and `created_at_ms` never change after creation and are not
 /// written again. Under `cargo bench --bench daemon` this took a WAL page
-/// (of about five and a half) off each step.
-fn save_run(conn: &Connection, row: &RunRow) -> rusqlite::Result<()> {
+/// (of about five and a half) off each step. A checkpoint folded into the
+/// save (`pending`) goes in the first statement; without one its columns
+/// keep their values (`COALESCE` with `NULL`).
+fn save_run(
+    conn: &Connection,
+    row: &RunRow,
+    checkpoint: Option<&Checkpoint>,
+) -> rusqlite::Result<()> {
     let (outcome, prompt, completion) = stored_counters(row);
     let changed = conn
         .prepare_cached(
             "UPDATE runs SET outcome = ?2, steps = ?3, max_steps = ?4, result = ?5,
                  error = ?6, prompt_tokens = ?7, completion_tokens = ?8,
-                 started_at_ms = ?9, cost = ?10
+                 started_at_ms = ?9, cost = ?10,
+                 checkpoint_steps = COALESCE(?11, checkpoint_steps),
+                 checkpoint_messages = COALESCE(?12, checkpoint_messages),
+                 checkpoint_stuck = COALESCE(?13, checkpoint_stuck)
              WHERE id = ?1",
         )?
         .execute(params![
@@ -559,7 +568,10 @@ fn save_run(conn: &Connection, row: &RunRow) -> rusqlite::Result<()> {
             prompt,
             completion,
             row.started_at_ms,
-            row.cost
+            row.cost,
+            checkpoint.map(|c| c.steps),
+            checkpoint.map(|c| c.messages),
+            checkpoint.map(|c| c.stuck_warning)
         ])?;
     if changed == 0 {
         // The one rusqlite error that carries an error of ours; it is not a
