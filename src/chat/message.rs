@@ -513,7 +513,16 @@ pub trait AsMessage: Sync {
         let calls: usize = m
             .tool_calls
             .iter()
-            .map(|c| c.id.len() + c.name.len() + c.arguments.len() + 64)
+            // The arguments are JSON text: each of their quotes and
+            // backslashes is escaped once more inside the string.
+            .map(|c| {
+                let escaped = c
+                    .arguments
+                    .bytes()
+                    .filter(|b| matches!(b, b'"' | b'\\'))
+                    .count();
+                c.id.len() + c.name.len() + c.arguments.len() + escaped + 64
+            })
             .sum();
         let ids =
             m.tool_call_id.as_deref().map_or(0, str::len) + m.name.as_deref().map_or(0, str::len);
@@ -625,7 +634,8 @@ mod tests {
 
     /// A request's buffer is sized from these hints: a kept message's is
     /// its JSON's exact length, a plain message's at least its encoding's
-    /// when nothing in it needs escaping.
+    /// when its text needs no escaping (the calls' arguments, JSON, are
+    /// counted with their escapes).
     #[test]
     fn encoded_length_hints_cover_the_encoding() {
         let call = Message::assistant_with_calls(
@@ -633,7 +643,7 @@ mod tests {
             vec![ToolCall {
                 id: "call_1".into(),
                 name: "bash".into(),
-                arguments: r#"{"command":"ls -la /tmp"}"#.into(),
+                arguments: r#"{"command":"ls -la /tmp","path":"a\\b","n":1}"#.into(),
             }],
         );
         let plain = [

@@ -35,7 +35,8 @@ pub const MAX_PENDING_BYTES: usize = 64 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Push {
     Appended,
-    /// A row update that replaced the run's pending row write.
+    /// A row update that replaced the run's pending row write, or a
+    /// checkpoint folded into it.
     Coalesced,
     /// An event or message past the bound: not kept.
     Dropped,

@@ -1412,6 +1412,40 @@ fn pending_folds_a_checkpoint_into_the_run_s_pending_update() {
     let writes = p.take();
     assert_eq!(p.restore(writes), 0);
     assert_eq!((p.len(), saved(&p, 2)), (3, (2, Some(at(2)))));
+
+    // A save that carries a checkpoint (as a restore replays one) is not
+    // folded into the run's creation, which would lose the checkpoint: it
+    // goes to the end, and the run's next checkpoint folds into it.
+    let mut p = Pending::default();
+    let create = Write::CreateRun {
+        row: row("c", 0),
+        request: "q".into(),
+    };
+    assert_eq!(p.push(create, false), Push::Appended);
+    let carried = Write::SaveRun {
+        row: row("c", 1),
+        checkpoint: Some(at(1)),
+    };
+    assert_eq!(p.push(carried, false), Push::Appended);
+    assert_eq!(saved(&p, 1), (1, Some(at(1))));
+    assert_eq!(p.push(checkpoint("c", 2), false), Push::Coalesced);
+    assert_eq!((p.len(), saved(&p, 1)), (2, (1, Some(at(2)))));
+    // Past a barrier a checkpoint is not moved before it: a deletion for
+    // its run, an interrupt for every run.
+    let update = |id: &str| Write::SaveRun {
+        row: row(id, 3),
+        checkpoint: None,
+    };
+    assert_eq!(p.push(update("d"), false), Push::Appended);
+    assert_eq!(p.push(Write::DeleteRun("c".into()), false), Push::Appended);
+    assert_eq!(p.push(checkpoint("c", 3), false), Push::Appended);
+    assert_eq!(
+        p.push(Write::Interrupt { now_ms: 0 }, false),
+        Push::Appended
+    );
+    assert_eq!(p.push(checkpoint("d", 3), false), Push::Appended);
+    assert_eq!(saved(&p, 2), (3, None));
+    assert_eq!(p.len(), 7);
 }
 
 /// Through the writer: a checkpoint folded into a step's save is stored
@@ -1422,23 +1456,34 @@ async fn a_checkpoint_folded_into_a_save_is_stored_and_kept_by_later_saves() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
     h.create_run(&summary("r", 1, RunState::Running));
-    h.flush().await.unwrap();
     for i in 0..4 {
         h.append_message("r", i, &Message::user("m"));
     }
+    h.flush().await.unwrap();
+    // Nothing commits while the disk refuses a run's creation (its request
+    // needs new pages), so what is pending shows the fold.
+    disk_full(&h, true);
+    let mut big = summary("big", 2, RunState::Queued);
+    big.request = "b".repeat(100_000);
+    h.create_run(&big);
+    assert!(h.flush().await.is_err(), "the disk refuses");
     let mut run = summary("r", 1, RunState::Running);
     run.steps = 2;
     h.save_run(&run);
+    assert_eq!(h.pending_writes().await, 2);
     let checkpoint = crate::agent::Checkpoint {
         steps: 2,
         messages: 4,
         stuck_warning: true,
     };
     h.checkpoint("r", checkpoint);
-    h.flush().await.unwrap();
+    assert_eq!(h.pending_writes().await, 2, "folded into the save");
+    disk_full(&h, false);
+    h.settle().await;
     let point = h.resume_point("r").await.unwrap().expect("kept");
     assert_eq!(point.checkpoint, Some(checkpoint));
     assert_eq!((point.summary.steps, point.messages.len()), (2, 4));
+    // A later save without a checkpoint leaves the stored one as it is.
     run.steps = 3;
     h.save_run(&run);
     h.flush().await.unwrap();
