@@ -113,10 +113,7 @@ impl Pending {
                 if let Some(Write::SaveRun {
                     checkpoint: pending,
                     ..
-                }) = self
-                    .rows
-                    .get(&run_id)
-                    .and_then(|&at| self.writes.get_mut(at))
+                }) = self.row_write(&run_id)
                 {
                     *pending = Some(checkpoint);
                     return Push::Coalesced;
@@ -177,10 +174,7 @@ impl Pending {
         row: Box<RunRow>,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), Box<RunRow>> {
-        let Some(&at) = self.rows.get(&row.id) else {
-            return Err(row);
-        };
-        let Some(slot) = self.writes.get_mut(at) else {
+        let Some(slot) = self.row_write(&row.id) else {
             return Err(row);
         };
         let before = slot.size();
@@ -191,18 +185,21 @@ impl Pending {
                 checkpoint: kept,
             } => {
                 *old = row;
-                if checkpoint.is_some() {
-                    *kept = checkpoint;
-                }
+                *kept = checkpoint.or(*kept);
             }
             // `rows` only ever points at row writes; were it not so, the
             // update goes to the end like any other.
             _ => return Err(row),
         }
-        self.bytes = self
-            .bytes
-            .saturating_sub(before)
-            .saturating_add(slot.size());
+        let after = slot.size();
+        self.bytes = self.bytes.saturating_sub(before).saturating_add(after);
         Ok(())
+    }
+
+    /// The run's pending row write (its creation or an update) since the
+    /// last barrier, if any.
+    fn row_write(&mut self, run_id: &str) -> Option<&mut Write> {
+        let at = *self.rows.get(run_id)?;
+        self.writes.get_mut(at)
     }
 }

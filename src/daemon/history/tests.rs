@@ -589,6 +589,18 @@ fn disk_full(h: &History, full: bool) {
     });
 }
 
+/// Fills the disk, then creates the run `id` (queued), whose request needs
+/// new pages: from then on nothing commits until `disk_full(h, false)`, and
+/// the writes sent meanwhile stay pending, where they can be counted.
+async fn hold_commits(h: &History, id: &str, seq: i64) -> RunSummary {
+    disk_full(h, true);
+    let mut run = summary(id, seq, RunState::Queued);
+    run.request = "b".repeat(100_000);
+    h.create_run(&run);
+    assert!(h.flush().await.is_err(), "the disk refuses");
+    run
+}
+
 #[tokio::test]
 async fn a_full_disk_fails_the_flush_keeps_the_writes_and_commits_them_when_it_recovers() {
     let dir = tempfile::tempdir().unwrap();
@@ -1134,13 +1146,7 @@ async fn a_runs_row_writes_are_one_pending_write_however_many_saves() {
     h.create_run(&a);
     h.flush().await.unwrap();
 
-    disk_full(&h, true);
-    // A run created while the disk refuses (its request needs new pages):
-    // from now on nothing commits.
-    let mut b = summary("b", 2, RunState::Queued);
-    b.request = "b".repeat(100_000);
-    h.create_run(&b);
-    assert!(h.flush().await.is_err(), "the disk refuses");
+    let mut b = hold_commits(&h, "b", 2).await;
     assert_eq!(h.pending_writes().await, 1);
     a.state = RunState::Running;
     for step in 1..=1000 {
@@ -1460,13 +1466,8 @@ async fn a_checkpoint_folded_into_a_save_is_stored_and_kept_by_later_saves() {
         h.append_message("r", i, &Message::user("m"));
     }
     h.flush().await.unwrap();
-    // Nothing commits while the disk refuses a run's creation (its request
-    // needs new pages), so what is pending shows the fold.
-    disk_full(&h, true);
-    let mut big = summary("big", 2, RunState::Queued);
-    big.request = "b".repeat(100_000);
-    h.create_run(&big);
-    assert!(h.flush().await.is_err(), "the disk refuses");
+    // Nothing commits from here on, so what is pending shows the fold.
+    hold_commits(&h, "big", 2).await;
     let mut run = summary("r", 1, RunState::Running);
     run.steps = 2;
     h.save_run(&run);
