@@ -327,11 +327,20 @@ async fn a_sandbox_settings_change_drains_the_pool_and_refills_it_with_the_new_s
 
     set_sandbox_keys(&d, "pool_size = 3\nmemory_limit = \"256m\"");
     d.signal(libc::SIGHUP);
+    // Listed only once the new pool reports three ready (their shells
+    // open): a container still being made is listed by the engine too,
+    // and one whose shell fails to start is removed again, so a listing
+    // taken earlier may name a container that is gone by its inspection.
     let deadline = Instant::now() + Duration::from_secs(90);
     let fresh = loop {
+        let pool = tokio::task::block_in_place(|| pool_status(&d));
         let now = pooled_of(d.pid()).await;
         let now_ids = ids(&now);
-        if now_ids.len() == 3 && now_ids.is_disjoint(&old) {
+        if pool["target"] == 3
+            && pool["ready"] == 3
+            && now_ids.len() == 3
+            && now_ids.is_disjoint(&old)
+        {
             break now;
         }
         assert!(
@@ -352,12 +361,10 @@ async fn a_sandbox_settings_change_drains_the_pool_and_refills_it_with_the_new_s
         let inspect = docker
             .inspect_container(c.id.as_deref().unwrap_or(""), None)
             .await
-            .expect("inspect");
+            .unwrap_or_else(|e| panic!("inspect {:?}: {e}\n{}", c.id, d.log_text()));
         let memory = inspect.host_config.and_then(|h| h.memory);
         assert_eq!(memory, Some(256 << 20), "made with the new memory_limit");
     }
-    let pool = tokio::task::block_in_place(|| wait_pool_ready(&d, 3));
-    assert_eq!(pool["target"], 3, "{pool}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
