@@ -345,7 +345,7 @@ async fn a_sandbox_settings_change_drains_the_pool_and_refills_it_with_the_new_s
         }
         assert!(
             Instant::now() < deadline,
-            "the pool was not remade: old {old:?}, now {now_ids:?}\n{}",
+            "the pool was not remade: old {old:?}, now {now_ids:?}, status {pool}\n{}",
             d.log_text()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
