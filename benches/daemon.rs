@@ -43,6 +43,10 @@ const RUNS_ENV: &str = "AGENTD_BENCH_RUNS";
 const STEPS_ENV: &str = "AGENTD_BENCH_STEPS";
 /// Set in the environment of the child that serves the fake LLM.
 const FAKE_LLM_ENV: &str = "AGENTD_BENCH_FAKE_LLM";
+/// Set (to the fake LLM's base URL) in the environment of the child that
+/// sends the same chat requests as the runs, with nothing else around
+/// them: the floor, below.
+const CLIENT_ONLY_ENV: &str = "AGENTD_BENCH_CLIENT_ONLY";
 
 /// One request on a fresh connection; the body as text.
 fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
@@ -134,6 +138,98 @@ async fn serve_fake_llm() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The floor's child: the same load's chat requests through agentd's own
+/// [`LlmClient`] (the daemon's HTTP path), on a runtime like the daemon's,
+/// with no daemon around them. Each of the runs sends its steps one after
+/// another, its transcript growing as a `toolcall` run's does (the
+/// assistant's call, the tool's answer); it prints its own CPU time over
+/// the requests, in microseconds, and exits.
+fn client_only(base_url: String) -> anyhow::Result<()> {
+    use agentd::chat::{Message, ToolCall, ToolChoice, ToolSpec};
+    use agentd::llm::{ChatRequest, LlmClient};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (runs, steps) = (runs(), steps_per_run());
+    let client = Arc::new(LlmClient::new(agentd::testkit::llm_settings(base_url))?);
+    let spec = |name: &str, params: &str| ToolSpec {
+        name: name.into(),
+        description: format!("the {name} tool"),
+        parameters: params.into(),
+    };
+    let tools = Arc::new(vec![
+        spec(
+            "echo",
+            r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
+        ),
+        spec(
+            "terminate",
+            r#"{"type":"object","properties":{"status":{"type":"string","enum":["success","failure"]}},"required":["status"]}"#,
+        ),
+    ]);
+    let self_pid = std::process::id();
+    let before = cpu_time(self_pid);
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..runs)
+            .map(|i| {
+                let (client, tools) = (client.clone(), tools.clone());
+                tokio::spawn(async move {
+                    let mut messages = vec![
+                        Message::system("You are a bench agent."),
+                        Message::user(format!("bench run {i}")),
+                    ];
+                    for step in 0..steps {
+                        let answer = client
+                            .chat(ChatRequest {
+                                messages: &messages,
+                                tools: &tools,
+                                tool_choice: ToolChoice::Auto,
+                                run_id: None,
+                            })
+                            .await?;
+                        let call = answer
+                            .message
+                            .tool_calls
+                            .first()
+                            .cloned()
+                            .unwrap_or(ToolCall {
+                                id: format!("call_{step}"),
+                                name: "echo".into(),
+                                arguments: "{}".into(),
+                            });
+                        messages.push(answer.message);
+                        messages.push(Message::tool(format!("step {step}"), call.id, call.name));
+                    }
+                    anyhow::Ok(())
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await??;
+        }
+        anyhow::Ok(())
+    })?;
+    let cpu = cpu_time(self_pid).saturating_sub(before);
+    println!("{}", cpu.as_micros());
+    Ok(())
+}
+
+/// The floor: the runs' chat requests alone, from a process of their own
+/// (the child above) against a fresh fake LLM with the same scripts.
+/// Returns that process's CPU time over the requests.
+fn client_only_cpu() -> anyhow::Result<Duration> {
+    let (mut llm, base_url) = spawn_fake_llm()?;
+    let out = Command::new(std::env::current_exe()?)
+        .env(CLIENT_ONLY_ENV, &base_url)
+        .stderr(Stdio::inherit())
+        .output()?;
+    drop(llm.stdin.take());
+    let _ = llm.wait();
+    anyhow::ensure!(out.status.success(), "the client-only child failed");
+    let micros: u64 = String::from_utf8_lossy(&out.stdout).trim().parse()?;
+    Ok(Duration::from_micros(micros))
+}
+
 /// The fake LLM in its own process: the child, and its base URL.
 fn spawn_fake_llm() -> anyhow::Result<(std::process::Child, String)> {
     let mut child = Command::new(std::env::current_exe()?)
@@ -152,8 +248,17 @@ fn spawn_fake_llm() -> anyhow::Result<(std::process::Child, String)> {
     Ok((child, line.trim().to_string()))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    if let Ok(base_url) = std::env::var(CLIENT_ONLY_ENV) {
+        return client_only(base_url);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     if std::env::var_os(FAKE_LLM_ENV).is_some() {
         return serve_fake_llm().await;
     }
@@ -327,9 +432,10 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     println!(
-        "  daemon RSS: {:.1} MiB idle, {:.1} MiB peak",
+        "  daemon RSS: {:.1} MiB idle, {:.1} MiB peak, {:.1} MiB once the runs have ended",
         rss_idle as f64 / 1024.0,
-        rss_kib(pid, "VmHWM:") as f64 / 1024.0
+        rss_kib(pid, "VmHWM:") as f64 / 1024.0,
+        rss_kib(pid, "VmRSS:") as f64 / 1024.0
     );
     // SAFETY: kill has no memory-safety preconditions.
     unsafe {
@@ -338,5 +444,15 @@ async fn main() -> anyhow::Result<()> {
     let _ = child.wait();
     drop(llm.stdin.take());
     let _ = llm.wait();
-    result
+    result?;
+    // The same requests with no daemon around them: what the HTTP path
+    // alone costs at this load, the part of the CPU per step that no change
+    // to the daemon's own work can remove.
+    let floor = tokio::task::spawn_blocking(client_only_cpu).await??;
+    println!(
+        "  floor, the same chat requests alone (agentd's LLM client, own process): {:.3} s = {:.1} us per step",
+        floor.as_secs_f64(),
+        floor.as_secs_f64() * 1e6 / (runs * steps) as f64
+    );
+    Ok(())
 }
