@@ -54,6 +54,32 @@ fn approve(
     d.post(&format!("/v1/runs/{id}/approve"), &body.to_string())
 }
 
+/// The history's row state of `id` and its stored `input_requested`
+/// event, once both are committed (polled for up to 10 s).
+fn stored_wait(d: &Daemon, id: &str) -> (String, String) {
+    let db = rusqlite::Connection::open(d.state_dir.join("history.db")).expect("open history");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state: String = db
+            .query_row("SELECT state FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .expect("the run's row");
+        let asked: Option<String> = db
+            .query_row(
+                "SELECT event FROM events WHERE run_id = ?1 AND event LIKE '%\"input_requested\"%'",
+                [id],
+                |r| r.get(0),
+            )
+            .ok();
+        if let (true, Some(asked)) = (state == "waiting", &asked) {
+            return (state, asked.clone());
+        }
+        if Instant::now() > deadline {
+            return (state, asked.unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
@@ -584,6 +610,11 @@ async fn ask_human_is_answered_through_the_api_and_agentd_reply_or_times_out() {
         assert_eq!(w["kind"], "input", "{w}");
         assert_eq!(w["question"], "Which branch?");
         assert_eq!(w["plugin"], "ask_human");
+        // A wait may last days: the history has it, with what the step did
+        // up to it, while it lasts, not at the step's end.
+        let stored = stored_wait(&d, &id);
+        assert_eq!(stored.0, "waiting", "{stored:?}");
+        assert!(stored.1.contains("Which branch?"), "{stored:?}");
         let (status, v) = d.post(
             &format!("/v1/runs/{id}/approve"),
             r#"{"call_id":"c","decision":"approve"}"#,

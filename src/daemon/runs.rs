@@ -2,9 +2,10 @@
 //! `max_concurrent_runs`, following, cancelling, and shutting down.
 //!
 //! A run in flight lives here, in memory, so following it never waits on the
-//! database; every change is also queued to the history as it happens. Its
-//! end is made durable (flushed) before the run leaves memory, so there is no
-//! moment at which a run is in neither place.
+//! database; every change also goes to the history, held in the run's
+//! `Staged` writes until the step ends (or sooner, see `history::staged`).
+//! Its end is made durable (flushed) before the run leaves memory, so there
+//! is no moment at which a run is in neither place.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -19,7 +20,7 @@ use tracing::{info, warn, Instrument};
 
 use super::event_bus::EventBus;
 use super::event_log::EventLog;
-use super::history::{History, RunRow};
+use super::history::{History, RunRow, Staged};
 use super::paging::PageRequest;
 use super::user_slots::{UserSlot, UserSlots};
 use crate::agent::human::WaitSlot;
@@ -57,6 +58,9 @@ pub struct LiveRun {
     interrupted: AtomicBool,
     /// The prices in force when the run was created: its cost.
     price: crate::llm::Price,
+    /// Its history writes once it is under way, held until its step ends
+    /// (`history::staged`).
+    writes: Staged,
 }
 
 /// A live transcript's entry for a message's encoding. A message that
@@ -150,12 +154,12 @@ impl LiveRun {
 /// which the run's summary counts as it goes (`show` of a running run).
 /// Its row is saved with each answer's tokens: a daemon killed before the
 /// next step still has them in the history, so the daily budgets count
-/// them after the restart. Row saves of one run coalesce in the writer's
-/// queue, so this adds no commit.
+/// them after the restart. So the save releases the run's held writes at
+/// once (its step so far goes with it); row saves of one run coalesce in
+/// the writer's queue.
 struct RunUsage {
     daily: Option<Arc<dyn crate::agent::TokenBudget>>,
     run: Arc<LiveRun>,
-    history: History,
 }
 
 impl crate::agent::TokenBudget for RunUsage {
@@ -171,7 +175,10 @@ impl crate::agent::TokenBudget for RunUsage {
             s.usage += usage;
             self.run.reprice(s);
         });
-        self.history.save_run(row);
+        // Not held to the step's end: the tokens must survive a daemon
+        // that dies during the tool calls that follow.
+        self.run.writes.save_run(row);
+        self.run.writes.release();
     }
 }
 
@@ -496,6 +503,7 @@ impl RunManager {
             slot,
             interrupted: AtomicBool::new(false),
             price,
+            writes: self.history.staged(&id),
         });
         self.lock_live().insert(id.clone(), run.clone());
         self.history.create_run(&summary);
@@ -587,7 +595,8 @@ impl RunManager {
             s.state = RunState::Running;
             s.started_at_ms = Some(now_ms());
         });
-        self.history.save_run(started);
+        run.writes.save_run(started);
+        run.writes.release();
         *run.slot.permit.lock_unpoisoned() = Some(permit);
         let opts = RunOptions {
             run_id: Some(run.id.clone()),
@@ -607,7 +616,6 @@ impl RunManager {
                     .as_ref()
                     .map(|b| b.for_run(&agent.config().name)),
                 run: run.clone(),
-                history: self.history.clone(),
             })),
         };
         // In its own task so that a panic anywhere below still ends the run
@@ -659,7 +667,7 @@ impl RunManager {
             s.waiting = None;
         });
         let agent = ended.agent.clone();
-        self.history.save_run(ended);
+        run.writes.save_run(ended);
         self.publish(
             run,
             &RunEvent::RunEnded {
@@ -668,6 +676,7 @@ impl RunManager {
                 error: record.error.clone(),
             },
         );
+        run.writes.release();
         self.history.settle().await;
         run.events.close();
         self.lock_live().remove(&run.id);
@@ -696,19 +705,24 @@ impl RunManager {
         let seq = run.next_event.fetch_add(1, Ordering::SeqCst);
         run.events
             .push(seq, Bytes::from(crate::api::event_line(seq, at_ms, &json)));
-        self.history.append_event_json(&run.id, seq, at_ms, json);
+        run.writes.append_event_json(seq, at_ms, json);
     }
 
     fn event_sink(self: &Arc<Self>, run: &Arc<LiveRun>) -> crate::agent::EventSink {
         let me = self.clone();
         let run = run.clone();
         Arc::new(move |event: &RunEvent| {
-            match event {
+            // A wait for a person may last days, and so may the rest of the
+            // step once the answer is given (a slot under
+            // `release_waiting`, a tool): neither the wait nor the answer,
+            // nor what the step did before them, is held meanwhile.
+            let release = match event {
                 // Published by `finish`, once the record is complete.
                 RunEvent::RunEnded { .. } => return,
                 RunEvent::RunStarted { max_steps, .. } => {
                     let max = *max_steps;
                     run.update(|s| s.max_steps = Some(max));
+                    false
                 }
                 RunEvent::StepStarted { step, max_steps } => {
                     let (step, max) = (*step, *max_steps);
@@ -716,7 +730,8 @@ impl RunManager {
                         s.steps = step;
                         s.max_steps = Some(max);
                     });
-                    me.history.save_run(s);
+                    run.writes.save_run(s);
+                    false
                 }
                 // The channel holds the wait before the event is emitted,
                 // so the summary can show what to answer.
@@ -726,26 +741,31 @@ impl RunManager {
                         s.state = RunState::Waiting;
                         s.waiting = waiting;
                     });
-                    me.history.save_run(s);
+                    run.writes.save_run(s);
+                    true
                 }
                 RunEvent::PlanChanged { plan, .. } => {
                     *run.plan.lock_unpoisoned() = Some(plan.clone());
+                    false
                 }
                 RunEvent::InputReceived { .. } | RunEvent::ApprovalDecided { .. } => {
                     let s = run.update(|s| {
                         s.state = RunState::Running;
                         s.waiting = None;
                     });
-                    me.history.save_run(s);
+                    run.writes.save_run(s);
+                    true
                 }
-                _ => {}
-            }
+                _ => false,
+            };
             me.publish(&run, event);
+            if release {
+                run.writes.release();
+            }
         })
     }
 
     fn message_sink(&self, run: &Arc<LiveRun>) -> MessageSink {
-        let history = self.history.clone();
         let run = run.clone();
         Arc::new(move |message: &Arc<Kept>| {
             // The JSON memory encoded: copied once, not encoded again, and
@@ -755,28 +775,30 @@ impl RunManager {
             let index = messages.len() as u32;
             messages.push(transcript_entry(&json));
             drop(messages);
-            history.append_message_json(&run.id, index, json);
+            run.writes.append_message_json(index, json);
         })
     }
 
     /// Makes each completed step durable before the next begins: the
-    /// checkpoint is queued behind the step's messages and events, then
-    /// the history is flushed, so a daemon killed during the next step
-    /// still has this one whole (`resume`). When the history cannot be
-    /// written (a full disk), the flush answers at once: the run goes on,
-    /// its writes (checkpoint included) are kept and committed when the
-    /// disk recovers, and the log says so once per run.
+    /// checkpoint is held behind the step's messages and events, all of
+    /// them are released to the writer together, then the history is
+    /// flushed, so a daemon killed during the next step still has this one
+    /// whole (`resume`). When the history cannot be written (a full disk),
+    /// the flush answers at once: the run goes on, its writes (checkpoint
+    /// included) are kept and committed when the disk recovers, and the
+    /// log says so once per run.
     fn checkpoint_hook(&self, run: &Arc<LiveRun>) -> CheckpointHook {
         let history = self.history.clone();
-        let id = run.id.clone();
+        let run = run.clone();
         let warned = Arc::new(AtomicBool::new(false));
         Arc::new(move |checkpoint: Checkpoint| {
-            let (history, id, warned) = (history.clone(), id.clone(), warned.clone());
+            let (history, run, warned) = (history.clone(), run.clone(), warned.clone());
             Box::pin(async move {
-                history.checkpoint(&id, checkpoint);
+                run.writes.checkpoint(checkpoint);
+                run.writes.release();
                 if let Err(e) = history.flush().await {
                     if !warned.swap(true, Ordering::Relaxed) {
-                        warn!(run_id = %id, step = checkpoint.steps, error = %e,
+                        warn!(run_id = %run.id, step = checkpoint.steps, error = %e,
                             "a completed step is not durable yet; the run goes on and it is written when the history can be");
                     }
                 }

@@ -28,6 +28,7 @@
 mod pending;
 mod read;
 mod schema;
+mod staged;
 mod write;
 mod writer;
 
@@ -48,6 +49,7 @@ use crate::daemon::paging::PageRequest;
 pub use pending::MAX_PENDING_BYTES;
 use read::Readers;
 pub use read::ResumePoint;
+pub use staged::Staged;
 pub use write::RunRow;
 use write::Write;
 use writer::{Health, Op};
@@ -226,11 +228,23 @@ impl History {
     /// (the write is counted as failed).
     pub fn save_run(&self, run: impl Into<RunRow>) {
         let row = run.into();
-        self.inner.last_seq.fetch_max(row.seq, Ordering::SeqCst);
+        self.saw_seq(row.seq);
         self.send_write(Write::SaveRun {
             row: Box::new(row),
             checkpoint: None,
         });
+    }
+
+    /// A seq written by a row must not be handed out again by `next_seq`.
+    fn saw_seq(&self, seq: i64) {
+        self.inner.last_seq.fetch_max(seq, Ordering::SeqCst);
+    }
+
+    /// Where a live run's writes wait for the end of its step (see
+    /// [`Staged`]): everything the run writes while it is live goes through
+    /// it, so its writes keep their order.
+    pub fn staged(&self, run_id: &str) -> Staged {
+        Staged::new(self.clone(), run_id.to_string())
     }
 
     pub fn append_event(&self, run_id: &str, line: &EventLine) {
@@ -285,8 +299,8 @@ impl History {
         }
     }
 
-    /// Where the run's last completed step ended; the checkpoint hook
-    /// queues it behind that step's messages, then flushes.
+    /// Where the run's last completed step ended: a resumed run's, at its
+    /// creation (a live run's go through its [`Staged`] writes).
     pub fn checkpoint(&self, run_id: &str, checkpoint: crate::agent::Checkpoint) {
         self.send_write(Write::Checkpoint {
             run_id: run_id.to_string(),
@@ -468,6 +482,20 @@ impl History {
                     detail: e.to_string(),
                 })
             })
+    }
+
+    /// Writes that go in one op, so in one batch, so in one commit.
+    fn send_writes(&self, writes: Vec<Write>) {
+        let n = writes.len();
+        if !self.send(Op::Writes(writes)) {
+            // One error per lost write, as `send_write` counts them.
+            self.inner
+                .errors
+                .fetch_add(n.saturating_sub(1) as u64, Ordering::Relaxed);
+            self.count_error(format_args!(
+                "the writer thread has stopped; {n} writes were lost"
+            ));
+        }
     }
 
     fn send_write(&self, write: Write) {

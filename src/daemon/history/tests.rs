@@ -1668,3 +1668,73 @@ async fn the_plan_is_read_through_its_partial_index() {
         .unwrap();
     assert_eq!(indexed, vec![2]);
 }
+
+/// A live run's step is held until its release and then committed whole,
+/// in one commit: its row, events, messages and checkpoint.
+#[tokio::test]
+async fn a_staged_step_waits_for_its_release_and_commits_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut run = summary("r", 1, RunState::Running);
+    run.outcome = None;
+    h.create_run(&run);
+    h.flush().await.unwrap();
+    let created = h.resume_point("r").await.unwrap().expect("created");
+    let before = h.inner.health.commits();
+
+    let staged = h.staged("r");
+    run.steps = 1;
+    staged.save_run(&run);
+    let started = serde_json::to_string(&step_started(1).event).unwrap();
+    staged.append_event_json(1, 5_001, started);
+    let answer = Message::assistant("done");
+    staged.append_message_json(0, serde_json::to_string(&answer).map(Arc::from));
+    let checkpoint = crate::agent::Checkpoint {
+        steps: 1,
+        messages: 1,
+        stuck_warning: false,
+    };
+    staged.checkpoint(checkpoint);
+    h.flush().await.unwrap();
+    assert_eq!(
+        h.inner.health.commits(),
+        before,
+        "nothing is sent before the release"
+    );
+    assert_eq!(h.resume_point("r").await.unwrap(), Some(created));
+    assert!(h.events("r", 0).await.unwrap().is_empty());
+
+    staged.release();
+    h.flush().await.unwrap();
+    assert_eq!(
+        h.inner.health.commits(),
+        before + 1,
+        "the whole step in one commit"
+    );
+    let point = h.resume_point("r").await.unwrap().expect("kept");
+    assert_eq!(point.summary.steps, 1);
+    assert_eq!(point.checkpoint, Some(checkpoint));
+    assert_eq!(point.messages, vec![(0, answer)]);
+    let events = h.events("r", 0).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert!(matches!(
+        events[0].event,
+        RunEvent::StepStarted { step: 1, .. }
+    ));
+    assert_eq!(h.write_errors(), 0);
+}
+
+/// Writes still held when their `Staged` goes away are sent, not lost.
+#[tokio::test]
+async fn staged_writes_dropped_unreleased_are_still_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut run = summary("r", 1, RunState::Running);
+    h.create_run(&run);
+    let staged = h.staged("r");
+    run.steps = 7;
+    staged.save_run(&run);
+    drop(staged);
+    h.flush().await.unwrap();
+    assert_eq!(h.summary("r").await.unwrap().unwrap().steps, 7);
+}

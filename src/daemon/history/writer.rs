@@ -68,6 +68,8 @@ pub(super) const INTERRUPTED_ERROR: &str = "the daemon stopped while this run wa
 
 pub(super) enum Op {
     Write(Write),
+    /// A live run's step, sent at once (`Staged`).
+    Writes(Vec<Write>),
     /// Answered once every op before it is committed, or at once with why
     /// not (the history cannot be written now): the caller decides.
     Flush(oneshot::Sender<Result<(), String>>),
@@ -95,6 +97,9 @@ pub(super) struct Health {
     /// Ops sent and not yet taken by the writer (the queue's depth, which
     /// `std::sync::mpsc` does not tell), for the metrics.
     queued: AtomicU64,
+    /// Commits made, for tests that count them.
+    #[cfg(test)]
+    commits: AtomicU64,
 }
 
 impl Health {
@@ -109,6 +114,11 @@ impl Health {
     /// `n` ops left the queue (taken by the writer, or never sent).
     pub(super) fn taken(&self, n: usize) {
         self.queued.fetch_sub(n as u64, Ordering::Relaxed);
+    }
+
+    #[cfg(test)]
+    pub(super) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     pub(super) fn reason(&self) -> Option<String> {
@@ -238,6 +248,7 @@ impl Writer {
         for op in batch {
             match op {
                 Op::Write(write) => self.keep(write),
+                Op::Writes(writes) => writes.into_iter().for_each(|w| self.keep(w)),
                 Op::Flush(reply) => flushes.push(reply),
                 Op::Settle(reply) => self.settles.push(reply),
                 Op::Prune { cutoff_ms, reply } => prunes.push((cutoff_ms, reply)),
@@ -341,6 +352,8 @@ impl Writer {
         match outcome {
             Ok(()) => {
                 crate::daemon::metrics::history_committed(started.elapsed());
+                #[cfg(test)]
+                self.health.commits.fetch_add(1, Ordering::Relaxed);
                 if self.last_attempt.take().is_some() {
                     tracing::info!(db = %self.path.display(), committed = writes.len(),
                         dropped = self.dropped,
