@@ -211,7 +211,7 @@ impl History {
 
     /// A new run: its row and its request, the one time the request is
     /// written (it is up to `max_request_bytes`; every later change of the
-    /// run goes through [`History::save_run`], without it).
+    /// run goes through its [`Staged`] writes, without it).
     pub fn create_run(&self, run: &RunSummary) {
         // A seq chosen elsewhere must not be handed out again by `next_seq`.
         self.inner.last_seq.fetch_max(run.seq, Ordering::SeqCst);
@@ -225,19 +225,21 @@ impl History {
     /// (start, each step, end): the row always holds the latest summary. It
     /// takes the row without the request (a `&RunSummary` converts), so a
     /// step copies no request; a run with no row is not created by this
-    /// (the write is counted as failed).
-    pub fn save_run(&self, run: impl Into<RunRow>) {
-        let row = run.into();
-        self.saw_seq(row.seq);
-        self.send_write(Write::SaveRun {
-            row: Box::new(row),
-            checkpoint: None,
-        });
+    /// (the write is counted as failed). Live runs write through their
+    /// [`Staged`]; this is the tests' direct way.
+    #[cfg(test)]
+    pub(crate) fn save_run(&self, run: impl Into<RunRow>) {
+        self.send_write(self.row_write(run.into()));
     }
 
-    /// A seq written by a row must not be handed out again by `next_seq`.
-    fn saw_seq(&self, seq: i64) {
-        self.inner.last_seq.fetch_max(seq, Ordering::SeqCst);
+    /// The write of a row update, sent here or held by a [`Staged`]. A seq
+    /// written by a row must not be handed out again by `next_seq`.
+    fn row_write(&self, row: RunRow) -> Write {
+        self.inner.last_seq.fetch_max(row.seq, Ordering::SeqCst);
+        Write::SaveRun {
+            row: Box::new(row),
+            checkpoint: None,
+        }
     }
 
     /// Where a live run's writes wait for the end of its step (see
@@ -247,7 +249,8 @@ impl History {
         Staged::new(self.clone(), run_id.to_string())
     }
 
-    pub fn append_event(&self, run_id: &str, line: &EventLine) {
+    #[cfg(test)]
+    pub(crate) fn append_event(&self, run_id: &str, line: &EventLine) {
         // Serialised here, not on the writer: the caller owns the event, and
         // the writer is the one shared bottleneck.
         match serde_json::to_string(&line.event) {
@@ -261,7 +264,8 @@ impl History {
 
     /// The same for an event its caller has already encoded (`json` is the
     /// event object alone, without `seq` and `at_ms`).
-    pub fn append_event_json(&self, run_id: &str, seq: u64, at_ms: i64, json: String) {
+    #[cfg(test)]
+    pub(crate) fn append_event_json(&self, run_id: &str, seq: u64, at_ms: i64, json: String) {
         self.send_write(Write::Event {
             run_id: run_id.to_string(),
             seq,
@@ -287,15 +291,31 @@ impl History {
         index: u32,
         json: Result<Arc<str>, serde_json::Error>,
     ) {
+        if let Some(write) = self.message_write(run_id, index, json) {
+            self.send_write(write);
+        }
+    }
+
+    /// The write of a message, sent here or held by a [`Staged`]; `None`,
+    /// counted as a lost write, when its encoding failed.
+    fn message_write(
+        &self,
+        run_id: &str,
+        index: u32,
+        json: Result<Arc<str>, serde_json::Error>,
+    ) -> Option<Write> {
         match json {
-            Ok(json) => self.send_write(Write::Message {
+            Ok(json) => Some(Write::Message {
                 run_id: run_id.to_string(),
                 index,
                 json,
             }),
-            Err(e) => self.count_error(format_args!(
-                "cannot encode message {index} of run {run_id}: {e}"
-            )),
+            Err(e) => {
+                self.count_error(format_args!(
+                    "cannot encode message {index} of run {run_id}: {e}"
+                ));
+                None
+            }
         }
     }
 

@@ -50,17 +50,13 @@ impl Staged {
         self.held.lock_unpoisoned().push(write);
     }
 
-    /// [`History::save_run`], held.
+    /// A change of the run's row (its summary without the request), held.
     pub fn save_run(&self, row: impl Into<RunRow>) {
-        let row = row.into();
-        self.history.saw_seq(row.seq);
-        self.hold(Write::SaveRun {
-            row: Box::new(row),
-            checkpoint: None,
-        });
+        self.hold(self.history.row_write(row.into()));
     }
 
-    /// [`History::append_event_json`], held.
+    /// An event already encoded (`json` is the event object alone, without
+    /// `seq` and `at_ms`), held.
     pub fn append_event_json(&self, seq: u64, at_ms: i64, json: String) {
         self.hold(Write::Event {
             run_id: self.run_id.clone(),
@@ -72,16 +68,8 @@ impl Staged {
 
     /// [`History::append_message_json`], held.
     pub fn append_message_json(&self, index: u32, json: Result<Arc<str>, serde_json::Error>) {
-        match json {
-            Ok(json) => self.hold(Write::Message {
-                run_id: self.run_id.clone(),
-                index,
-                json,
-            }),
-            Err(e) => self.history.count_error(format_args!(
-                "cannot encode message {index} of run {}: {e}",
-                self.run_id
-            )),
+        if let Some(write) = self.history.message_write(&self.run_id, index, json) {
+            self.hold(write);
         }
     }
 
