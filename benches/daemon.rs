@@ -2,7 +2,8 @@
 //! (`max_concurrent_runs = 1000`), each 20 steps, the fake LLM answering
 //! after 20 ms, a cheap tool (`echo`) each step and `terminate` at step 20.
 //! `AGENTD_BENCH_RUNS` and `AGENTD_BENCH_STEPS` change the two counts.
-//! Prints the wall time, the daemon's own CPU time per step, its peak RSS,
+//! Prints the wall time, the daemon's own CPU time per step (and the part
+//! of it the history's writer thread and the runtime's workers took), its peak RSS,
 //! and the latency of `GET /v1/runs/{id}` measured while the runs are going.
 //!
 //! The fake LLM runs in a process of its own (this binary again, with
@@ -86,7 +87,12 @@ fn rss_kib(pid: u32, key: &str) -> u64 {
 /// User and system CPU time a process has used so far (`/proc/PID/stat`
 /// fields 14 and 15, in clock ticks).
 fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    cpu_time_of(&format!("/proc/{pid}/stat"))
+}
+
+/// User+sys time from a `stat` file of `/proc` (a process's or a thread's).
+fn cpu_time_of(path: &str) -> Duration {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // The command name (field 2) may hold spaces; the fields after it don't.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -100,6 +106,43 @@ fn cpu_time(pid: u32) -> Duration {
     // SAFETY: sysconf has no memory-safety preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Duration::from_micros((ticks(11) + ticks(12)) * 1_000_000 / hz)
+}
+
+/// CPU time of each thread of `pid`, by thread id, with its name: the
+/// split between the history's writer thread and the runtime's workers
+/// says which of the two a change moved.
+fn thread_cpu(pid: u32) -> std::collections::HashMap<String, (String, Duration)> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let Ok(tid_n) = tid.parse::<u32>() else {
+            continue;
+        };
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let cpu = cpu_time_of(&format!("/proc/{pid}/task/{tid_n}/stat"));
+        out.insert(tid, (name.trim().to_string(), cpu));
+    }
+    out
+}
+
+/// CPU used between two [`thread_cpu`] readings by the threads whose name
+/// starts with `prefix` (threads that ended between them are not counted).
+fn threads_used(
+    before: &std::collections::HashMap<String, (String, Duration)>,
+    after: &std::collections::HashMap<String, (String, Duration)>,
+    prefix: &str,
+) -> Duration {
+    after
+        .iter()
+        .filter(|(_, (name, _))| name.starts_with(prefix))
+        .map(|(tid, (_, cpu))| {
+            let was = before.get(tid).map_or(Duration::ZERO, |(_, c)| *c);
+            cpu.saturating_sub(was)
+        })
+        .sum()
 }
 
 /// The scripts of every run: `echo` at every step but the last, then
@@ -314,6 +357,7 @@ async fn bench() -> anyhow::Result<()> {
     }
     let rss_idle = rss_kib(pid, "VmRSS:");
     let (cpu_before, llm_cpu_before) = (cpu_time(pid), cpu_time(llm.id()));
+    let threads_before = thread_cpu(pid);
     let llm_pid = llm.id();
 
     let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
@@ -389,6 +433,7 @@ async fn bench() -> anyhow::Result<()> {
         let wall = start.elapsed();
         let cpu = cpu_time(pid).saturating_sub(cpu_before);
         let llm_cpu = cpu_time(llm_pid).saturating_sub(llm_cpu_before);
+        let threads_after = thread_cpu(pid);
         done.store(true, Ordering::SeqCst);
         let mut lat = prober.join().unwrap_or_default();
         lat.sort();
@@ -420,6 +465,20 @@ async fn bench() -> anyhow::Result<()> {
             cpu.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / total_steps,
             llm_cpu.as_secs_f64()
+        );
+        let per_step = |d: Duration| d.as_secs_f64() * 1e6 / total_steps;
+        println!(
+            "    of which the history writer {:.1} us, the runtime's workers {:.1} us per step",
+            per_step(threads_used(
+                &threads_before,
+                &threads_after,
+                "history-writer"
+            )),
+            per_step(threads_used(
+                &threads_before,
+                &threads_after,
+                "tokio-rt-worker"
+            ))
         );
         println!(
             "  GET /v1/runs/{{id}} under load: p50 {:.2} ms, p99 {:.2} ms ({} requests)",
