@@ -443,14 +443,27 @@ pub enum StreamErrorType {
 pub fn event_line(seq: u64, at_ms: i64, event_json: &str) -> Vec<u8> {
     use std::io::Write;
     let fields = event_json.strip_prefix('{').unwrap_or(event_json);
-    // Written into one buffer of the right size: this runs for every event
-    // of every run, and `format!` grows its string as it goes.
-    let mut line = Vec::with_capacity(fields.len() + 48);
+    // Written into one buffer of exactly the right size: this runs for
+    // every event of every run, `format!` grows its string as it goes, and
+    // a buffer with room to spare is copied again when it becomes the
+    // event log's `Bytes`.
+    let prefix =
+        "{\"seq\":,\"at_ms\":,".len() + decimal_len(seq.into()) + decimal_len(at_ms.into());
+    let mut line = Vec::with_capacity(prefix + fields.len() + 1);
     // Writing into a Vec cannot fail.
     let _ = write!(line, "{{\"seq\":{seq},\"at_ms\":{at_ms},");
     line.extend_from_slice(fields.as_bytes());
     line.push(b'\n');
     line
+}
+
+/// How many characters `n` takes in decimal, its sign included.
+fn decimal_len(n: i128) -> usize {
+    let sign = usize::from(n < 0);
+    sign + n
+        .unsigned_abs()
+        .checked_ilog10()
+        .map_or(1, |l| l as usize + 1)
 }
 
 /// `GET /v1/agents`.
@@ -1036,6 +1049,33 @@ mod wire_tests {
         .expect("json");
         expected.push(b'\n');
         assert_eq!(event_line(7, 123, &json), expected);
+    }
+
+    /// The line is built in a buffer of exactly its size, so that turning
+    /// it into the event log's `Bytes` does not copy it again; the same
+    /// bytes serde writes, at every width of the two numbers.
+    #[test]
+    fn an_event_line_fills_its_buffer_exactly() {
+        let json = serde_json::to_string(&RunEvent::StepStarted {
+            step: 1,
+            max_steps: 2,
+        })
+        .expect("json");
+        for (seq, at_ms) in [
+            (0, 0),
+            (9, 10),
+            (10, -1),
+            (99, -10),
+            (100, 1_765_000_000_000),
+            (u64::MAX, i64::MIN),
+            (1, i64::MAX),
+        ] {
+            let line = event_line(seq, at_ms, &json);
+            assert_eq!(line.capacity(), line.len(), "seq {seq}, at_ms {at_ms}");
+            let parsed: serde_json::Value = serde_json::from_slice(&line).expect("one JSON line");
+            assert_eq!(parsed["seq"], serde_json::json!(seq));
+            assert_eq!(parsed["at_ms"], serde_json::json!(at_ms));
+        }
     }
 
     #[test]

@@ -406,7 +406,7 @@ impl RunHost for PromptHost {
     ) -> Result<ChatResponse, ChatFailure> {
         ProbeHost.chat(messages, tools, tool_choice).await
     }
-    fn tool_specs(&self) -> Vec<ToolSpec> {
+    fn tool_specs(&self) -> std::sync::Arc<[ToolSpec]> {
         ProbeHost.tool_specs()
     }
     fn admit_tool_call(&self, call: &ToolCall) -> Result<(), String> {

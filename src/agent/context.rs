@@ -42,7 +42,8 @@ pub struct RunContext {
     /// What this run may make the host keep, and for how long it may go on.
     pub limits: RunLimits,
     llm: LlmClient,
-    tool_specs: Vec<ToolSpec>,
+    /// Shared with every request that sends the agent's tools as they are.
+    tool_specs: Arc<[ToolSpec]>,
     events: EventSink,
     messages: Option<MessageSink>,
     state: Mutex<RunState>,
@@ -97,6 +98,11 @@ struct RunState {
     /// The plan the strategy last published (a resumed run's predecessor's
     /// until then), for `plan.current()` and the record.
     plan: Option<Plan>,
+    /// The system message of the last `chat_with_memory`, encoded: a
+    /// strategy sends the same system prompt at every step, and encoding it
+    /// (a few KiB to escape, for the bundled agents) at every request was
+    /// work done again for nothing.
+    system: Option<Arc<Kept>>,
 }
 
 /// What the loop does next, decided under one lock.
@@ -159,7 +165,7 @@ impl RunContext {
             settings,
             limits,
             llm,
-            tool_specs,
+            tool_specs: tool_specs.into(),
             events,
             messages,
             state: Mutex::new(RunState {
@@ -180,6 +186,7 @@ impl RunContext {
                 waiting_since: None,
                 transcript_len: 0,
                 plan: None,
+                system: None,
             }),
             stop: CancellationToken::new(),
             human: None,
@@ -628,6 +635,20 @@ impl RunContext {
         Ok(())
     }
 
+    /// The system message for `prompt`: the one encoded for the last
+    /// request when the prompt is the same (it is, step after step), else
+    /// encoded now, outside the run's lock, and kept for the next.
+    fn system_message(&self, prompt: String) -> Arc<Kept> {
+        if let Some(kept) = &self.lock().system {
+            if kept.content_str() == prompt {
+                return kept.clone();
+            }
+        }
+        let kept = Arc::new(Kept::new(Message::system(prompt)));
+        self.lock().system = Some(kept.clone());
+        kept
+    }
+
     /// Where the step that just completed leaves the run, for the
     /// checkpoint hook: read after [`Self::record_step`].
     pub fn checkpoint(&self) -> Checkpoint {
@@ -784,18 +805,21 @@ impl RunHost for RunContext {
     async fn chat_with_memory(
         &self,
         system_prompt: Option<String>,
-        tools: Vec<ToolSpec>,
+        tools: Arc<[ToolSpec]>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure> {
-        let mut messages: Vec<Arc<Kept>> = system_prompt
-            .map(|prompt| Arc::new(Kept::new(Message::system(prompt))))
-            .into_iter()
-            .collect();
-        messages.extend(self.lock().memory.shared());
+        let system = system_prompt.map(|prompt| self.system_message(prompt));
+        let messages: Vec<Arc<Kept>> = {
+            let st = self.lock();
+            let mut messages = Vec::with_capacity(st.memory.len() + 1);
+            messages.extend(system);
+            messages.extend(st.memory.shared());
+            messages
+        };
         self.send_chat(&messages, &tools, tool_choice).await
     }
 
-    fn tool_specs(&self) -> Vec<ToolSpec> {
+    fn tool_specs(&self) -> Arc<[ToolSpec]> {
         self.tool_specs.clone()
     }
 

@@ -456,17 +456,27 @@ impl<'de> Deserialize<'de> for Message {
 /// encoding each message at every request was most of writing a request.
 /// The JSON is held only for the messages in the memory window (at most
 /// `max_messages`), and `max_run_bytes` counts each message once.
+///
+/// The JSON is shared (`Arc`): a daemon's live transcript and the history's
+/// write of the message hold this same allocation rather than a copy each
+/// (`shared_json`), so a message's text is in memory twice (the message and
+/// its JSON), not three times, for every message of every run in flight.
 #[derive(Debug, Clone)]
 pub struct Kept {
     message: Message,
     /// `None` only if encoding failed, which a message of strings cannot:
     /// it is then encoded (and fails) where it is written.
-    json: Option<Box<serde_json::value::RawValue>>,
+    json: Option<SharedJson>,
 }
+
+/// A message's JSON, encoded once and shared by everything that keeps it.
+pub type SharedJson = Arc<serde_json::value::RawValue>;
 
 impl Kept {
     pub fn new(message: Message) -> Self {
-        let json = serde_json::value::to_raw_value(&message).ok();
+        let json = serde_json::value::to_raw_value(&message)
+            .ok()
+            .map(SharedJson::from);
         Kept { message, json }
     }
 
@@ -480,14 +490,14 @@ impl Kept {
         self.json.as_deref().map(serde_json::value::RawValue::get)
     }
 
-    /// The message's JSON in one shared allocation: the copy of the
-    /// encoding kept, else encoded now (and failing as it did the first
-    /// time). A daemon keeps a live run's transcript as this JSON and hands
-    /// the same copy to the history, instead of a clone of each message.
-    pub fn shared_json(&self) -> serde_json::Result<Arc<str>> {
-        match self.json() {
-            Some(json) => Ok(Arc::from(json)),
-            None => serde_json::to_string(&self.message).map(Arc::from),
+    /// The message's JSON, shared: the encoding kept, else encoded now (and
+    /// failing as it did the first time). A daemon keeps a live run's
+    /// transcript as this JSON and hands the same allocation to the
+    /// history, instead of a clone of each message or a copy of its JSON.
+    pub fn shared_json(&self) -> serde_json::Result<SharedJson> {
+        match &self.json {
+            Some(json) => Ok(json.clone()),
+            None => serde_json::value::to_raw_value(&self.message).map(SharedJson::from),
         }
     }
 }
@@ -563,6 +573,9 @@ impl AsMessage for Arc<Kept> {
 /// next non-tool message. Used by the host before sending, so a strategy gets
 /// a precise error instead of an opaque HTTP 400.
 pub fn check_tool_pairing<M: AsMessage>(messages: &[M]) -> Result<(), String> {
+    // One list for the whole request, refilled at each assistant message:
+    // this runs on every request over the whole transcript, and a new list
+    // per assistant message was an allocation per step of the run so far.
     let mut pending: Vec<&str> = Vec::new();
     let mut in_group = false;
     for (i, m) in messages.iter().map(AsMessage::message).enumerate() {
@@ -593,7 +606,7 @@ pub fn check_tool_pairing<M: AsMessage>(messages: &[M]) -> Result<(), String> {
                 }
                 in_group = m.role == Role::Assistant && !m.tool_calls.is_empty();
                 if in_group {
-                    pending = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                    pending.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
                 }
             }
         }

@@ -11,7 +11,8 @@ mod tools;
 mod usage;
 
 pub use message::{
-    check_request, check_tool_pairing, AsMessage, Kept, Message, MessageError, Role, ToolCall,
+    check_request, check_tool_pairing, AsMessage, Kept, Message, MessageError, Role, SharedJson,
+    ToolCall,
 };
 pub use tools::{ToolChoice, ToolSpec};
 pub use usage::Usage;

@@ -29,7 +29,7 @@ use crate::agent::{
     RunEvent, RunOptions, RunRecord,
 };
 use crate::api::{DaemonEvent, ResumeLinks, RunState, RunSummary, RunView};
-use crate::chat::{Kept, Message};
+use crate::chat::{Kept, Message, SharedJson};
 use crate::plan::Plan;
 use crate::sync::LockExt;
 use crate::time::now_ms;
@@ -38,10 +38,13 @@ use crate::time::now_ms;
 pub struct LiveRun {
     pub id: String,
     summary: Mutex<RunSummary>,
-    /// The transcript, each message as its JSON: the copy the history is
-    /// handed too (shared), where a clone of each message beside it cost a
-    /// deep copy per message. A `GET` decodes the page it answers.
-    messages: Mutex<Vec<Arc<str>>>,
+    /// The transcript, each message as its JSON: the allocation the run's
+    /// memory encoded (`Kept`) and the history is handed too, shared, where
+    /// a clone of each message beside it cost a deep copy per message. A
+    /// `GET` decodes the page it answers. `None`: a message that could not
+    /// be encoded keeps its place, so the ones after it keep their indexes;
+    /// the history counts the error, the view skips it.
+    messages: Mutex<Vec<Option<SharedJson>>>,
     /// The plan of the last `plan_changed` event, for the run's view.
     plan: Mutex<Option<Plan>>,
     pub events: Arc<EventLog>,
@@ -63,11 +66,10 @@ pub struct LiveRun {
     writes: Staged,
 }
 
-/// A live transcript's entry for a message's encoding. A message that
-/// cannot be encoded keeps its place (empty JSON), so the ones after it
-/// keep their indexes; the history counts the error, the view skips it.
-fn transcript_entry(json: &serde_json::Result<Arc<str>>) -> Arc<str> {
-    json.as_ref().map_or_else(|_| Arc::from(""), Arc::clone)
+/// A live transcript's entry for a message's encoding (see
+/// `LiveRun::messages`).
+fn transcript_entry(json: &serde_json::Result<SharedJson>) -> Option<SharedJson> {
+    json.as_ref().ok().cloned()
 }
 
 impl LiveRun {
@@ -89,24 +91,32 @@ impl LiveRun {
         let (page_json, total) = {
             let messages = self.messages.lock_unpoisoned();
             let rest = messages.get(page.from as usize..).unwrap_or_default();
-            let n = page.take(rest.iter().map(|json| json.len()));
+            let n = page.take(
+                rest.iter()
+                    .map(|json| json.as_ref().map_or(0, |j| j.get().len())),
+            );
             (rest[..n].to_vec(), messages.len())
         };
         let paging = page.paging(page_json.len(), total);
         let messages = (page.from..)
             .zip(&page_json)
-            .filter_map(
-                |(index, json)| match serde_json::from_str::<Message>(json) {
+            .filter_map(|(index, json)| {
+                // A message that could not be encoded (the history counted
+                // the error) has no JSON.
+                let Some(json) = json else {
+                    warn!(run_id = %self.id, index,
+                        "a message of the live transcript could not be encoded and is not shown");
+                    return None;
+                };
+                match serde_json::from_str::<Message>(json.get()) {
                     Ok(message) => Some(message),
-                    // Only a message that could not be encoded (its JSON is
-                    // then empty; the history counted the error) gets here.
                     Err(e) => {
                         warn!(run_id = %self.id, index, error = %e,
                         "a message of the live transcript cannot be shown");
                         None
                     }
-                },
-            )
+                }
+            })
             .collect();
         RunView {
             summary,
@@ -480,12 +490,12 @@ impl RunManager {
             summary.resume = r.links.clone();
         }
         // Encoded once, for the transcript and the history both.
-        let carried: Vec<serde_json::Result<Arc<str>>> =
+        let carried: Vec<serde_json::Result<SharedJson>> =
             resume.as_ref().map_or_else(Vec::new, |r| {
                 r.prior
                     .messages
                     .iter()
-                    .map(|m| serde_json::to_string(m).map(Arc::from))
+                    .map(|m| serde_json::value::to_raw_value(m).map(SharedJson::from))
                     .collect()
             });
         let run = Arc::new(LiveRun {
@@ -768,8 +778,8 @@ impl RunManager {
     fn message_sink(&self, run: &Arc<LiveRun>) -> MessageSink {
         let run = run.clone();
         Arc::new(move |message: &Arc<Kept>| {
-            // The JSON memory encoded: copied once, not encoded again, and
-            // shared by the transcript and the history.
+            // The JSON memory encoded: neither encoded again nor copied, but
+            // shared by the memory, the transcript and the history.
             let json = message.shared_json();
             let mut messages = run.messages.lock_unpoisoned();
             let index = messages.len() as u32;

@@ -3,6 +3,8 @@
 //! the editor only through delegate traits), so the plugin host never knows
 //! the loop's types and the loop never knows wasmtime's.
 
+use std::sync::Arc;
+
 use crate::chat::{Message, MessageError, ToolCall};
 use crate::chat::{ToolChoice, ToolSpec};
 use crate::llm::ChatResponse;
@@ -99,18 +101,23 @@ pub trait RunHost: Send + Sync {
     /// `chat-with-memory` import): `system_prompt` as a `system` message,
     /// then [`Self::memory`]. The default builds exactly that and sends it;
     /// a host may send the same request more cheaply.
+    ///
+    /// `tools` is shared: with the agent's tools alone (the common case) it
+    /// is [`Self::tool_specs`] itself, not a copy of every name,
+    /// description and schema made for each request.
     async fn chat_with_memory(
         &self,
         system_prompt: Option<String>,
-        tools: Vec<ToolSpec>,
+        tools: Arc<[ToolSpec]>,
         tool_choice: ToolChoice,
     ) -> Result<ChatResponse, ChatFailure> {
         let mut messages: Vec<Message> = system_prompt.map(Message::system).into_iter().collect();
         messages.extend(self.memory());
-        self.chat(messages, tools, tool_choice).await
+        self.chat(messages, tools.to_vec(), tool_choice).await
     }
-    /// The specs of the run's tools, as the strategy passes them to `chat`.
-    fn tool_specs(&self) -> Vec<ToolSpec>;
+    /// The specs of the run's tools, as the strategy passes them to `chat`;
+    /// shared, since they are the same for the whole run.
+    fn tool_specs(&self) -> Arc<[ToolSpec]>;
     /// Asked before a tool call runs; `Err` carries why it must not (the
     /// step's call limit, arguments over their limit). Enforced here, in
     /// the host, so a strategy cannot get around it.
@@ -178,8 +185,8 @@ impl RunHost for ProbeHost {
         Err(ChatFailure::Failed(NOT_WHILE_LOADING.into()))
     }
 
-    fn tool_specs(&self) -> Vec<ToolSpec> {
-        Vec::new()
+    fn tool_specs(&self) -> Arc<[ToolSpec]> {
+        Arc::new([])
     }
 
     fn admit_tool_call(&self, _call: &ToolCall) -> Result<(), String> {

@@ -259,15 +259,24 @@ impl agent::Host for StrategyState {
         request: agent::MemoryChatRequest,
     ) -> wasmtime::Result<Result<agent::ChatResponse, agent::ChatError>> {
         let extra: Vec<ToolSpec> = request.extra_tools.into_iter().map(spec_from_wit).collect();
-        let mut tools = if request.agent_tools {
-            let mut own = self.host.tool_specs();
-            // The strategy's tool replaces the agent's of the same name.
-            own.retain(|spec| !extra.iter().any(|e| e.name == spec.name));
+        let own = if request.agent_tools {
+            self.host.tool_specs()
+        } else {
+            Arc::new([])
+        };
+        // The agent's tools as they are, shared, unless the strategy adds
+        // its own; the strategy's tool replaces the agent's of the same name.
+        let tools: Arc<[ToolSpec]> = if extra.is_empty() {
             own
         } else {
-            Vec::new()
+            let mut tools: Vec<ToolSpec> = own
+                .iter()
+                .filter(|spec| !extra.iter().any(|e| e.name == spec.name))
+                .cloned()
+                .collect();
+            tools.extend(extra);
+            tools.into()
         };
-        tools.extend(extra);
         let result = {
             // Waiting for the model is not plugin time.
             let _paused = self.clock.pause();
@@ -286,7 +295,8 @@ impl agent::Host for StrategyState {
         Ok(self
             .host
             .tool_specs()
-            .into_iter()
+            .iter()
+            .cloned()
             .map(spec_to_wit)
             .collect())
     }

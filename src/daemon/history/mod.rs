@@ -44,6 +44,7 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use crate::api::{EventLine, RunList, RunSummary, RunView};
+use crate::chat::SharedJson;
 use crate::daemon::paging::PageRequest;
 
 pub use pending::MAX_PENDING_BYTES;
@@ -279,7 +280,11 @@ impl History {
     /// once) and calls [`Self::append_message_json`].
     #[cfg(test)]
     pub(crate) fn append_message(&self, run_id: &str, index: u32, message: &crate::chat::Message) {
-        self.append_message_json(run_id, index, serde_json::to_string(message).map(Arc::from));
+        self.append_message_json(
+            run_id,
+            index,
+            serde_json::value::to_raw_value(message).map(SharedJson::from),
+        );
     }
 
     /// Appends message `index` of a run's transcript from its JSON, which
@@ -289,7 +294,7 @@ impl History {
         &self,
         run_id: &str,
         index: u32,
-        json: Result<Arc<str>, serde_json::Error>,
+        json: Result<SharedJson, serde_json::Error>,
     ) {
         if let Some(write) = self.message_write(run_id, index, json) {
             self.send_write(write);
@@ -302,7 +307,7 @@ impl History {
         &self,
         run_id: &str,
         index: u32,
-        json: Result<Arc<str>, serde_json::Error>,
+        json: Result<SharedJson, serde_json::Error>,
     ) -> Option<Write> {
         match json {
             Ok(json) => Some(Write::Message {

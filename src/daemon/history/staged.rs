@@ -23,11 +23,12 @@
 //! answer it gets, and the run's end. Order is kept: everything a run writes while it is live goes
 //! through its `Staged`, which sends in the order it was handed.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::write::{RunRow, Write};
 use super::History;
 use crate::agent::Checkpoint;
+use crate::chat::SharedJson;
 use crate::sync::LockExt;
 
 /// The writes of one live run not yet sent to the writer.
@@ -67,7 +68,7 @@ impl Staged {
     }
 
     /// [`History::append_message_json`], held.
-    pub fn append_message_json(&self, index: u32, json: Result<Arc<str>, serde_json::Error>) {
+    pub fn append_message_json(&self, index: u32, json: Result<SharedJson, serde_json::Error>) {
         if let Some(write) = self.history.message_write(&self.run_id, index, json) {
             self.hold(write);
         }

@@ -1236,7 +1236,9 @@ fn pending_coalesces_row_writes_up_to_barriers_and_keeps_its_byte_count() {
     let big = Write::Message {
         run_id: "b".into(),
         index: 0,
-        json: "m".repeat(MAX_PENDING_BYTES).into(),
+        json: serde_json::value::to_raw_value(&"m".repeat(MAX_PENDING_BYTES))
+            .unwrap()
+            .into(),
     };
     assert_eq!(p.push(big, true), Push::Dropped);
     assert_eq!(p.push(event("b", 1), false), Push::Appended);
@@ -1688,7 +1690,10 @@ async fn a_staged_step_waits_for_its_release_and_commits_as_one() {
     let started = serde_json::to_string(&step_started(1).event).unwrap();
     staged.append_event_json(1, 5_001, started);
     let answer = Message::assistant("done");
-    staged.append_message_json(0, serde_json::to_string(&answer).map(Arc::from));
+    staged.append_message_json(
+        0,
+        serde_json::value::to_raw_value(&answer).map(crate::chat::SharedJson::from),
+    );
     let checkpoint = crate::agent::Checkpoint {
         steps: 1,
         messages: 1,

@@ -93,8 +93,9 @@ pub(super) enum Write {
     Message {
         run_id: String,
         index: u32,
-        /// Shared with the live run's transcript, which holds the same JSON.
-        json: std::sync::Arc<str>,
+        /// Shared with the live run's memory and transcript, which hold the
+        /// same JSON.
+        json: crate::chat::SharedJson,
     },
     /// Where the run's last completed step ended. Like a row write, never
     /// dropped past the pending bound: a checkpoint that claims messages
@@ -140,7 +141,7 @@ impl Write {
                 Write::CreateRun { row, request } => row.size() + request.len(),
                 Write::SaveRun { row, .. } => row.size(),
                 Write::Event { json, .. } => json.len(),
-                Write::Message { json, .. } => json.len(),
+                Write::Message { json, .. } => json.get().len(),
                 Write::DeleteRun(id) | Write::Checkpoint { run_id: id, .. } => id.len(),
                 Write::Interrupt { .. } => 0,
             }

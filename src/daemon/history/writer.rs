@@ -440,7 +440,7 @@ impl Writer {
             } => self
                 .conn
                 .prepare_cached("INSERT INTO messages (run_id, idx, message) VALUES (?1, ?2, ?3)")?
-                .execute(params![run_id, index, &**json])
+                .execute(params![run_id, index, json.get()])
                 .map(drop),
             Write::Checkpoint { run_id, checkpoint } => self
                 .conn
