@@ -48,6 +48,12 @@ const FAKE_LLM_ENV: &str = "AGENTD_BENCH_FAKE_LLM";
 /// sends the same chat requests as the runs, with nothing else around
 /// them: the floor, below.
 const CLIENT_ONLY_ENV: &str = "AGENTD_BENCH_CLIENT_ONLY";
+/// The daemon's `AGENTD_LOG` (default `warn`), e.g. to see a module's
+/// debug lines during the load.
+const LOG_ENV: &str = "AGENTD_BENCH_LOG";
+/// How long after the runs' end the daemon's RSS is read again: what a
+/// daemon holds once a burst is over, not at its last moment.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// One request on a fresh connection; the body as text.
 fn http(socket: &Path, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
@@ -342,7 +348,10 @@ async fn bench() -> anyhow::Result<()> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
         .args(["serve", "--config"])
         .arg(&config)
-        .env("AGENTD_LOG", "warn")
+        .env(
+            "AGENTD_LOG",
+            std::env::var(LOG_ENV).unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()?;
@@ -490,11 +499,15 @@ async fn bench() -> anyhow::Result<()> {
         Ok(())
     })
     .await?;
+    let rss_ended = rss_kib(pid, "VmRSS:");
+    std::thread::sleep(SETTLE);
     println!(
-        "  daemon RSS: {:.1} MiB idle, {:.1} MiB peak, {:.1} MiB once the runs have ended",
+        "  daemon RSS: {:.1} MiB idle, {:.1} MiB peak, {:.1} MiB once the runs have ended, {:.1} MiB {} s later",
         rss_idle as f64 / 1024.0,
         rss_kib(pid, "VmHWM:") as f64 / 1024.0,
-        rss_kib(pid, "VmRSS:") as f64 / 1024.0
+        rss_ended as f64 / 1024.0,
+        rss_kib(pid, "VmRSS:") as f64 / 1024.0,
+        SETTLE.as_secs()
     );
     // SAFETY: kill has no memory-safety preconditions.
     unsafe {

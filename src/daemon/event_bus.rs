@@ -28,6 +28,9 @@ pub struct EventBus {
     /// under `cargo bench --bench daemon`: about 1 % of the daemon's CPU
     /// with three plugins, growing with every plugin installed).
     plugins: watch::Sender<u64>,
+    /// The seq of the newest run end, for the heap trim (`heap_trim`),
+    /// which has work only after runs have freed what they held.
+    run_ends: watch::Sender<u64>,
 }
 
 impl Default for EventBus {
@@ -36,6 +39,7 @@ impl Default for EventBus {
             lines: Mutex::new(VecDeque::new()),
             newest: watch::channel(0).0,
             plugins: watch::channel(0).0,
+            run_ends: watch::channel(0).0,
         }
     }
 }
@@ -45,6 +49,7 @@ impl EventBus {
         let mut lines = self.lines.lock_unpoisoned();
         let seq = lines.back().map_or(1, |(s, _)| s + 1);
         let plugin_change = event.is_plugin_change();
+        let run_end = matches!(event, DaemonEvent::RunEnded { .. });
         let line = DaemonEventLine {
             seq,
             at_ms: now_ms(),
@@ -63,12 +68,21 @@ impl EventBus {
         if plugin_change {
             self.plugins.send_replace(seq);
         }
+        if run_end {
+            self.run_ends.send_replace(seq);
+        }
     }
 
     /// Wakes on every plugin change published from now on (its value is
     /// that event's seq), never on a run's start or end.
     pub fn subscribe_plugins(&self) -> watch::Receiver<u64> {
         self.plugins.subscribe()
+    }
+
+    /// Wakes on every run end published from now on (its value is that
+    /// event's seq), never on anything else.
+    pub fn subscribe_run_ends(&self) -> watch::Receiver<u64> {
+        self.run_ends.subscribe()
     }
 
     fn after(&self, seq: u64) -> Vec<(u64, Bytes)> {

@@ -11,6 +11,7 @@ mod budget;
 mod error;
 mod event_bus;
 mod event_log;
+mod heap_trim;
 pub mod history;
 mod listener;
 mod mcp_server;
@@ -215,6 +216,13 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     systemd::spawn_watchdog();
     spawn_status_updates(daemon.clone());
     spawn_pruning(history.clone(), artifacts.clone(), history_days);
+    // Runs' memory goes back to the system after they end (see heap_trim).
+    let _trim = heap_trim::spawn(
+        bus.subscribe_run_ends(),
+        heap_trim::TRIM_EVERY,
+        stop.clone(),
+        || {},
+    );
 
     signals.wait_for_termination(&daemon).await;
 
