@@ -405,3 +405,34 @@ async fn a_user_who_is_not_allowed_gets_403() {
         assert_eq!(d.get("/v1/status").0, 200);
     });
 }
+
+/// The daemon trims its heap after runs end (`daemon::heap_trim`), and
+/// not before any has: the trim's debug line is the witness.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_heap_is_trimmed_after_a_run_ends() {
+    let llm = FakeLlm::start().await.expect("fake llm");
+    llm.push_for("then trim", [Reply::terminate()]);
+    tokio::task::block_in_place(|| {
+        let mut d = Daemon::unstarted(&llm, AGENTS);
+        d.spawn(&[("AGENTD_LOG", "info,agentd::daemon::heap_trim=debug")]);
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            !d.log_text().contains("heap trimmed"),
+            "no run has ended yet: {}",
+            d.log_text()
+        );
+        let id = d.create_run("echoer", "then trim");
+        let run = d.wait_run(&id, Duration::from_secs(60));
+        assert_eq!(run["outcome"], "finished", "{run}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while !d.log_text().contains("heap trimmed") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no trim after the run's end: {}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+}

@@ -217,12 +217,14 @@ async fn start(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<i
     spawn_status_updates(daemon.clone());
     spawn_pruning(history.clone(), artifacts.clone(), history_days);
     // Runs' memory goes back to the system after they end (see heap_trim).
-    let _trim = heap_trim::spawn(
-        bus.subscribe_run_ends(),
-        heap_trim::TRIM_EVERY,
-        stop.clone(),
-        || {},
-    );
+    if heap_trim::SUPPORTED {
+        heap_trim::spawn(
+            bus.subscribe_run_ends(),
+            heap_trim::TRIM_EVERY,
+            stop.clone(),
+            heap_trim::trim,
+        );
+    }
 
     signals.wait_for_termination(&daemon).await;
 
