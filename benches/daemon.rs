@@ -93,11 +93,11 @@ fn rss_kib(pid: u32, key: &str) -> u64 {
 /// User and system CPU time a process has used so far (`/proc/PID/stat`
 /// fields 14 and 15, in clock ticks).
 fn cpu_time(pid: u32) -> Duration {
-    cpu_time_of(&format!("/proc/{pid}/stat"))
+    cpu_time_of(Path::new(&format!("/proc/{pid}/stat")))
 }
 
 /// User+sys time from a `stat` file of `/proc` (a process's or a thread's).
-fn cpu_time_of(path: &str) -> Duration {
+fn cpu_time_of(path: &Path) -> Duration {
     let stat = std::fs::read_to_string(path).unwrap_or_default();
     // The command name (field 2) may hold spaces; the fields after it don't.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
@@ -124,11 +124,8 @@ fn thread_cpu(pid: u32) -> std::collections::HashMap<String, (String, Duration)>
     };
     for task in tasks.flatten() {
         let tid = task.file_name().to_string_lossy().into_owned();
-        let Ok(tid_n) = tid.parse::<u32>() else {
-            continue;
-        };
         let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        let cpu = cpu_time_of(&format!("/proc/{pid}/task/{tid_n}/stat"));
+        let cpu = cpu_time_of(&task.path().join("stat"));
         out.insert(tid, (name.trim().to_string(), cpu));
     }
     out

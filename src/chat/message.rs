@@ -472,11 +472,15 @@ pub struct Kept {
 /// A message's JSON, encoded once and shared by everything that keeps it.
 pub type SharedJson = Arc<serde_json::value::RawValue>;
 
+/// `message` encoded into a [`SharedJson`]: the one encoding that memory,
+/// a live transcript and the history all hold.
+pub fn encode_shared(message: &Message) -> serde_json::Result<SharedJson> {
+    serde_json::value::to_raw_value(message).map(SharedJson::from)
+}
+
 impl Kept {
     pub fn new(message: Message) -> Self {
-        let json = serde_json::value::to_raw_value(&message)
-            .ok()
-            .map(SharedJson::from);
+        let json = encode_shared(&message).ok();
         Kept { message, json }
     }
 
@@ -497,7 +501,7 @@ impl Kept {
     pub fn shared_json(&self) -> serde_json::Result<SharedJson> {
         match &self.json {
             Some(json) => Ok(json.clone()),
-            None => serde_json::value::to_raw_value(&self.message).map(SharedJson::from),
+            None => encode_shared(&self.message),
         }
     }
 }

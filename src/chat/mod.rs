@@ -11,8 +11,8 @@ mod tools;
 mod usage;
 
 pub use message::{
-    check_request, check_tool_pairing, AsMessage, Kept, Message, MessageError, Role, SharedJson,
-    ToolCall,
+    check_request, check_tool_pairing, encode_shared, AsMessage, Kept, Message, MessageError, Role,
+    SharedJson, ToolCall,
 };
 pub use tools::{ToolChoice, ToolSpec};
 pub use usage::Usage;

@@ -495,7 +495,7 @@ impl RunManager {
                 r.prior
                     .messages
                     .iter()
-                    .map(|m| serde_json::value::to_raw_value(m).map(SharedJson::from))
+                    .map(crate::chat::encode_shared)
                     .collect()
             });
         let run = Arc::new(LiveRun {

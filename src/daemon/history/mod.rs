@@ -280,11 +280,7 @@ impl History {
     /// once) and calls [`Self::append_message_json`].
     #[cfg(test)]
     pub(crate) fn append_message(&self, run_id: &str, index: u32, message: &crate::chat::Message) {
-        self.append_message_json(
-            run_id,
-            index,
-            serde_json::value::to_raw_value(message).map(SharedJson::from),
-        );
+        self.append_message_json(run_id, index, crate::chat::encode_shared(message));
     }
 
     /// Appends message `index` of a run's transcript from its JSON, which

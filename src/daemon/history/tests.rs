@@ -1690,10 +1690,7 @@ async fn a_staged_step_waits_for_its_release_and_commits_as_one() {
     let started = serde_json::to_string(&step_started(1).event).unwrap();
     staged.append_event_json(1, 5_001, started);
     let answer = Message::assistant("done");
-    staged.append_message_json(
-        0,
-        serde_json::value::to_raw_value(&answer).map(crate::chat::SharedJson::from),
-    );
+    staged.append_message_json(0, crate::chat::encode_shared(&answer));
     let checkpoint = crate::agent::Checkpoint {
         steps: 1,
         messages: 1,
