@@ -441,7 +441,6 @@ pub enum StreamErrorType {
 /// stored): the same bytes serde writes for the flattened struct, without
 /// parsing and re-encoding the event.
 pub fn event_line(seq: u64, at_ms: i64, event_json: &str) -> Vec<u8> {
-    use std::io::Write;
     let fields = event_json.strip_prefix('{').unwrap_or(event_json);
     // Written into one buffer of exactly the right size: this runs for
     // every event of every run, `format!` grows its string as it goes, and
@@ -449,12 +448,25 @@ pub fn event_line(seq: u64, at_ms: i64, event_json: &str) -> Vec<u8> {
     // event log's `Bytes`.
     let prefix =
         "{\"seq\":,\"at_ms\":,".len() + decimal_len(seq.into()) + decimal_len(at_ms.into());
-    let mut line = Vec::with_capacity(prefix + fields.len() + 1);
-    // Writing into a Vec cannot fail.
-    let _ = write!(line, "{{\"seq\":{seq},\"at_ms\":{at_ms},");
-    line.extend_from_slice(fields.as_bytes());
-    line.push(b'\n');
-    line
+    let mut line = String::with_capacity(prefix + fields.len() + 1);
+    push_event_line(&mut line, seq, at_ms, event_json);
+    line.into_bytes()
+}
+
+/// [`event_line`] appended to `out`: the history stores a run's events of
+/// one commit as their lines, one after the other.
+pub fn push_event_line(
+    out: &mut String,
+    seq: impl std::fmt::Display,
+    at_ms: i64,
+    event_json: &str,
+) {
+    use std::fmt::Write;
+    let fields = event_json.strip_prefix('{').unwrap_or(event_json);
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{{\"seq\":{seq},\"at_ms\":{at_ms},");
+    out.push_str(fields);
+    out.push('\n');
 }
 
 /// How many characters `n` takes in decimal, its sign included.

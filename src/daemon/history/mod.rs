@@ -25,6 +25,7 @@
 //! would add an fsync per batch, to protect runs that the daemon would mark
 //! `interrupted` anyway after such a crash.
 
+mod event_rows;
 mod pending;
 mod read;
 mod schema;

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::event_rows::{self, StoredEvent};
 use super::{schema, HistoryError};
 use crate::agent::Checkpoint;
 use crate::agent::{Outcome, RunEvent};
@@ -74,14 +75,24 @@ pub struct ResumePoint {
     pub plan: Option<Plan>,
 }
 
-/// A run's `plan_changed` events, newest first. Every stored event begins
-/// with its tag (serde writes it first), so they are told from the others
-/// by their first 23 bytes, `{"type":"plan_changed",`: the condition of the
+/// A run's `plan_changed` events, newest first. Each is stored in a row of
+/// its own, as its object alone (`event_rows`), which begins with its tag
+/// (serde writes it first), so they are told from the others by their
+/// first 23 bytes, [`event_rows::PLAN_PREFIX`]: the condition of the
 /// partial index `events_plan` (schema migration 5), written here word for
 /// word so that SQLite seeks through that index.
 pub(super) const PLAN_EVENTS: &str = "SELECT seq, event FROM events \
      WHERE run_id = ?1 AND substr(event, 1, 23) = '{\"type\":\"plan_changed\",' \
      ORDER BY seq DESC";
+
+/// The rows of a run's events from the one holding event `?2` on, in
+/// order: the subquery seeks the last row that begins at or before it (a
+/// row may hold several events, `event_rows`), the outer query reads on
+/// from there through the same `(run_id, seq)` index.
+pub(super) const EVENT_ROWS: &str = "SELECT seq, last_seq, at_ms, event FROM events \
+     WHERE run_id = ?1 AND seq >= \
+     COALESCE((SELECT MAX(seq) FROM events WHERE run_id = ?1 AND seq <= ?2), 0) \
+     ORDER BY seq";
 
 /// How far up a chain of resumed runs a carried plan is looked for.
 const MAX_CHAIN: usize = 64;
@@ -392,27 +403,21 @@ impl Reader<'_> {
     }
 
     pub(super) fn events(&mut self, id: &str, after: u64) -> Result<Vec<EventLine>, HistoryError> {
-        // Stored seqs never exceed i64::MAX, so clamping loses no event.
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        let rows: Vec<(u64, i64, String)> = self
-            .conn
-            .prepare_cached(
-                "SELECT seq, at_ms, event FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map(params![id, after], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                })?
-                .collect()
-            })
-            .map_err(|e| self.sqlite(e))?;
-        rows.into_iter()
-            .map(|(seq, at_ms, json)| {
-                let event = serde_json::from_str::<RunEvent>(&json)
-                    .map_err(|e| self.corrupt(format!("event {seq} of run {id}: {e}")))?;
-                Ok(EventLine { seq, at_ms, event })
-            })
-            .collect()
+        let mut events = Vec::new();
+        self.each_event(id, after, |event| {
+            events.push(match event {
+                StoredEvent::One { seq, at_ms, json } => EventLine {
+                    seq,
+                    at_ms,
+                    event: serde_json::from_str::<RunEvent>(json)
+                        .map_err(|e| format!("event {seq} of run {id}: {e}"))?,
+                },
+                StoredEvent::Line { seq, line } => serde_json::from_str::<EventLine>(line)
+                    .map_err(|e| format!("event {seq} of run {id}: {e}"))?,
+            });
+            Ok(true)
+        })?;
+        Ok(events)
     }
 
     pub(super) fn event_lines(
@@ -421,24 +426,69 @@ impl Reader<'_> {
         after: u64,
         limit: u32,
     ) -> Result<Vec<(u64, Vec<u8>)>, HistoryError> {
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        let rows: Vec<(u64, i64, String)> = self
+        let mut lines = Vec::new();
+        if limit == 0 {
+            return Ok(lines);
+        }
+        self.each_event(id, after, |event| {
+            lines.push(match event {
+                StoredEvent::One { seq, at_ms, json } => {
+                    (seq, crate::api::event_line(seq, at_ms, json))
+                }
+                StoredEvent::Line { seq, line } => {
+                    let mut bytes = Vec::with_capacity(line.len() + 1);
+                    bytes.extend_from_slice(line.as_bytes());
+                    bytes.push(b'\n');
+                    (seq, bytes)
+                }
+            });
+            Ok(lines.len() < limit as usize)
+        })?;
+        Ok(lines)
+    }
+
+    /// Calls `f` with each stored event of run `id` past `after`, in
+    /// order, until it returns `false`. Rows may hold several events
+    /// (`event_rows`): the rows read begin with the one holding
+    /// `after + 1`, found by a seek of the `(run_id, seq)` index, and the
+    /// events at or before `after` in it are skipped. `f`'s `Err` (an event
+    /// that does not read) is reported as a corrupt history.
+    fn each_event(
+        &mut self,
+        id: &str,
+        after: u64,
+        mut f: impl FnMut(StoredEvent<'_>) -> Result<bool, String>,
+    ) -> Result<(), HistoryError> {
+        // Stored seqs never exceed i64::MAX, so clamping loses no event.
+        let from = i64::try_from(after.saturating_add(1)).unwrap_or(i64::MAX);
+        let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT seq, at_ms, event FROM events WHERE run_id = ?1 AND seq > ?2 \
-                 ORDER BY seq LIMIT ?3",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map(params![id, after, limit], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                })?
-                .collect()
-            })
+            .prepare_cached(EVENT_ROWS)
             .map_err(|e| self.sqlite(e))?;
-        Ok(rows
-            .into_iter()
-            .map(|(seq, at_ms, json)| (seq, crate::api::event_line(seq, at_ms, &json)))
-            .collect())
+        let mut rows = stmt
+            .query(params![id, from])
+            .map_err(|e| sqlite(self.path, e))?;
+        let columns = |row: &Row<'_>| -> rusqlite::Result<(u64, Option<u64>, i64, String)> {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        };
+        let corrupt = |detail: String| HistoryError::Corrupt {
+            path: self.path.to_path_buf(),
+            detail,
+        };
+        while let Some(row) = rows.next().map_err(|e| sqlite(self.path, e))? {
+            let (seq, last_seq, at_ms, text) = columns(row).map_err(|e| sqlite(self.path, e))?;
+            let events = event_rows::split(seq, last_seq, at_ms, &text)
+                .map_err(|e| corrupt(format!("run {id}: {e}")))?;
+            for event in events {
+                if event.seq() <= after {
+                    continue;
+                }
+                if !f(event).map_err(corrupt)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn sqlite(&self, source: rusqlite::Error) -> HistoryError {

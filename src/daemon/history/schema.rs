@@ -100,6 +100,20 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_plan ON events(run_id, seq)
         WHERE substr(event, 1, 23) = '{\"type\":\"plan_changed\",';
     ",
+    // 6: several consecutive events of a run in one row. A step's five
+    // events were five rows, and storing events was about half of the
+    // writer's work (README, Benchmarks): five inserts, five entries in
+    // the (run_id, seq) index. The writer now stores the events a run has
+    // in one commit as one row: `seq` its first event's, `last_seq` its
+    // last's, `at_ms` its last's (a run's last sign of life stays
+    // `MAX(at_ms)`), and `event` their API lines (`{\"seq\":..,\"at_ms\":..,...}`
+    // and a newline each). NULL `last_seq`: the row holds the one event
+    // `seq`, its `event` the event's object alone, as every row before
+    // this version does; `plan_changed` events are always stored so, for
+    // `events_plan` above to find them.
+    "
+    ALTER TABLE events ADD COLUMN last_seq INTEGER;
+    ",
 ];
 
 /// The writer's page cache, in KiB (see `open_writer`).

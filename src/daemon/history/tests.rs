@@ -1740,3 +1740,180 @@ async fn staged_writes_dropped_unreleased_are_still_committed() {
     h.flush().await.unwrap();
     assert_eq!(h.summary("r").await.unwrap().unwrap().steps, 7);
 }
+
+fn plan_changed(seq: u64) -> EventLine {
+    line(
+        seq,
+        RunEvent::PlanChanged {
+            step: 1,
+            plan: crate::plan::Plan {
+                title: format!("plan {seq}"),
+                steps: vec![],
+            },
+        },
+    )
+}
+
+/// How many rows hold run `id`'s events, and how many of them several.
+async fn event_rows(h: &History, id: &str) -> (i64, i64) {
+    let id = id.to_string();
+    ask_writer(h, move |conn| {
+        conn.query_row(
+            "SELECT count(*), count(last_seq) FROM events WHERE run_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    })
+    .await
+}
+
+/// A step's events, released together, are one row, not one each (schema
+/// 6); every read splits it again: from its start, from inside it, a page
+/// cut inside it, as lines byte for byte what the live log serves. A
+/// `plan_changed` among them keeps a row of its own, which the plan's
+/// partial index finds.
+#[tokio::test]
+async fn a_commits_events_of_a_run_are_one_row_and_read_back_event_by_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut run = summary("r", 1, RunState::Running);
+    run.outcome = None;
+    h.create_run(&run);
+    let events: Vec<EventLine> = vec![
+        step_started(1),
+        line(
+            2,
+            RunEvent::ToolCall {
+                step: 1,
+                id: "c1".into(),
+                name: "echo".into(),
+                arguments: "{\"text\":\"line\\nbreak\"}".into(),
+            },
+        ),
+        line(
+            3,
+            RunEvent::ToolResult {
+                step: 1,
+                id: "c1".into(),
+                name: "echo".into(),
+                ok: true,
+                output: "a\nb".into(),
+            },
+        ),
+        plan_changed(4),
+        step_started(5),
+        step_started(6),
+    ];
+    let staged = h.staged("r");
+    for e in &events {
+        staged.append_event_json(e.seq, e.at_ms, serde_json::to_string(&e.event).unwrap());
+    }
+    staged.release();
+    h.flush().await.unwrap();
+
+    assert_eq!(
+        event_rows(&h, "r").await,
+        (3, 2),
+        "1..=3, the plan alone, 5..=6"
+    );
+    assert_eq!(h.events("r", 0).await.unwrap(), events);
+    for after in 0..=6 {
+        assert_eq!(
+            h.events("r", after).await.unwrap(),
+            events[after as usize..].to_vec(),
+            "after {after}"
+        );
+    }
+    let lines = |from: usize, to: usize| -> Vec<(u64, Vec<u8>)> {
+        events[from..to]
+            .iter()
+            .map(|e| {
+                let json = serde_json::to_string(&e.event).unwrap();
+                (e.seq, crate::api::event_line(e.seq, e.at_ms, &json))
+            })
+            .collect()
+    };
+    assert_eq!(h.event_lines("r", 1, 2).await.unwrap(), lines(1, 3));
+    assert_eq!(h.event_lines("r", 2, 3).await.unwrap(), lines(2, 5));
+    assert_eq!(h.event_lines("r", 0, 100).await.unwrap(), lines(0, 6));
+    assert!(h.event_lines("r", 0, 0).await.unwrap().is_empty());
+    assert!(h.event_lines("r", 6, 10).await.unwrap().is_empty());
+
+    let conn = rusqlite::Connection::open(h.path()).unwrap();
+    let plans: Vec<i64> = conn
+        .prepare(super::read::PLAN_EVENTS)
+        .unwrap()
+        .query_map(["r"], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(plans, vec![4]);
+    assert!(super::read::PLAN_EVENTS.contains(super::event_rows::PLAN_PREFIX));
+    // Both halves of the read seek the run's rows through the index.
+    let steps: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", super::read::EVENT_ROWS))
+        .unwrap()
+        .query_map(rusqlite::params!["r", 3], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(steps.iter().all(|s| !s.starts_with("SCAN")), "{steps:?}");
+    assert!(
+        steps
+            .iter()
+            .filter(|s| s.contains("run_id=? AND seq"))
+            .count()
+            >= 2,
+        "{steps:?}"
+    );
+    assert_eq!(h.write_errors(), 0);
+}
+
+/// Start-up recovery numbers its `run_ended` after the last event of the
+/// run's last row, and dates it by that row's last event, when the events
+/// before it are stored as one row in the same commit.
+#[tokio::test]
+async fn interrupt_follows_the_last_event_of_a_row_of_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    let mut run = summary("r", 1, RunState::Running);
+    run.outcome = None;
+    h.create_run(&run);
+    let staged = h.staged("r");
+    for e in [step_started(1), step_started(2), step_started(3)] {
+        staged.append_event_json(e.seq, e.at_ms, serde_json::to_string(&e.event).unwrap());
+    }
+    staged.release();
+    // Queued behind the events, not flushed: the same commit.
+    h.interrupt_unfinished(77_000).await.unwrap();
+    let events = h.events("r", 0).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| (e.seq, e.at_ms)).collect::<Vec<_>>(),
+        vec![(1, 5_001), (2, 5_002), (3, 5_003), (4, 5_003)]
+    );
+    assert!(matches!(events[3].event, RunEvent::RunEnded { .. }));
+    assert_eq!(h.write_errors(), 0);
+}
+
+/// A row of several that does not read (a line out of place) is reported
+/// as a corrupt history naming the run, not served short.
+#[tokio::test]
+async fn a_row_of_several_that_does_not_read_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    h.create_run(&summary("r", 1, RunState::Ended));
+    h.flush().await.unwrap();
+    ask_writer(&h, |conn| {
+        conn.execute(
+            "INSERT INTO events (run_id, seq, last_seq, at_ms, event)
+             VALUES ('r', 1, 2, 5, '{\"seq\":1,\"at_ms\":5,\"type\":\"x\"}\n')",
+            [],
+        )
+        .unwrap();
+    })
+    .await;
+    let e = h.events("r", 0).await.unwrap_err().to_string();
+    assert!(e.contains("run r") && e.contains("1..=2"), "{e}");
+    assert!(h.event_lines("r", 0, 10).await.is_err());
+}

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use super::event_rows::{insert_one, EventRows};
 use super::pending::{Pending, Push, MAX_PENDING_BYTES};
 use super::write::{RunRow, Write};
 use super::HistoryError;
@@ -335,7 +336,32 @@ impl Writer {
         self.last_commit = started;
         let outcome = (|| -> rusqlite::Result<()> {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            // A run's events go in as few rows as their seqs allow
+            // (`event_rows`), after the other writes: within one
+            // transaction the order between tables is not seen, and a run's
+            // row is written by then. A write that reads or deletes events
+            // (start-up recovery, a refused run) goes after the events
+            // before it, as it always did.
+            let mut events = EventRows::default();
             for (i, write) in writes.iter().enumerate() {
+                match write {
+                    Write::Event {
+                        run_id,
+                        seq,
+                        at_ms,
+                        json,
+                    } => {
+                        if let Ok(seq) = i64::try_from(*seq) {
+                            if events.gather(i, run_id, seq, *at_ms, json) {
+                                continue;
+                            }
+                        }
+                    }
+                    Write::Interrupt { .. } | Write::DeleteRun(_) => {
+                        self.store_events(std::mem::take(&mut events), &mut bad)?;
+                    }
+                    _ => {}
+                }
                 match self.write(write) {
                     Ok(()) => {}
                     // Some errors (disk full, I/O) make SQLite roll the whole
@@ -347,6 +373,7 @@ impl Writer {
                     }
                 }
             }
+            self.store_events(events, &mut bad)?;
             self.conn.execute_batch("COMMIT")
         })();
         match outcome {
@@ -387,6 +414,28 @@ impl Writer {
                 self.count_dropped(dropped);
             }
         }
+    }
+
+    /// Inserts the rows of `events`; a row refused by itself (a constraint)
+    /// marks its writes in `bad` and is counted, and the others go on. `Err`:
+    /// the storage refused, and the transaction is to be retried whole.
+    fn store_events(&self, events: EventRows<'_>, bad: &mut [bool]) -> rusqlite::Result<()> {
+        for row in events.rows() {
+            match row.insert(&self.conn) {
+                Ok(()) => {}
+                Err(e) if is_storage_error(&e) || self.conn.is_autocommit() => return Err(e),
+                Err(e) => {
+                    for &i in &row.writes {
+                        bad[i] = true;
+                    }
+                    self.fail(
+                        row.writes.len() as u64,
+                        format_args!("{}: {e}", row.describe()),
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The daemon is exiting and the disk still refuses: what is pending is
@@ -431,7 +480,7 @@ impl Writer {
             } => {
                 let seq = i64::try_from(*seq)
                     .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-                insert_event(&self.conn, run_id, seq, *at_ms, json)
+                insert_one(&self.conn, run_id, seq, *at_ms, json)
             }
             Write::Message {
                 run_id,
@@ -603,18 +652,6 @@ fn save_run(
 #[error("there is no such run (its creation was refused, or it was never created)")]
 struct NoSuchRun;
 
-fn insert_event(
-    conn: &Connection,
-    run_id: &str,
-    seq: i64,
-    at_ms: i64,
-    json: &str,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached("INSERT INTO events (run_id, seq, at_ms, event) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![run_id, seq, at_ms, json])
-        .map(drop)
-}
-
 /// Ends every run left unended (queued, running, waiting), with a final `run_ended` event
 /// numbered after the run's last one (1 when it has none: seqs start at 1).
 fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
@@ -626,7 +663,9 @@ fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
         .collect::<rusqlite::Result<_>>()?;
     for (id, steps) in &unfinished {
         let (last, last_at): (Option<i64>, Option<i64>) = conn
-            .prepare_cached("SELECT MAX(seq), MAX(at_ms) FROM events WHERE run_id = ?1")?
+            .prepare_cached(
+                "SELECT MAX(COALESCE(last_seq, seq)), MAX(at_ms) FROM events WHERE run_id = ?1",
+            )?
             .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))?;
         // The run ended when the daemon running it did: at its last sign
         // of life (its last event, else its start or creation), not now. A
@@ -656,7 +695,7 @@ fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
         };
         let json = serde_json::to_string(&event)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        insert_event(
+        insert_one(
             conn,
             id,
             last.unwrap_or(0).saturating_add(1),
