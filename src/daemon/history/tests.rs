@@ -1754,6 +1754,13 @@ fn plan_changed(seq: u64) -> EventLine {
     )
 }
 
+/// A run in flight, queued for the writer.
+fn create_running(h: &History, id: &str) {
+    let mut run = summary(id, 1, RunState::Running);
+    run.outcome = None;
+    h.create_run(&run);
+}
+
 /// How many rows hold run `id`'s events, and how many of them several.
 async fn event_rows(h: &History, id: &str) -> (i64, i64) {
     let id = id.to_string();
@@ -1777,9 +1784,7 @@ async fn event_rows(h: &History, id: &str) -> (i64, i64) {
 async fn a_commits_events_of_a_run_are_one_row_and_read_back_event_by_event() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    let mut run = summary("r", 1, RunState::Running);
-    run.outcome = None;
-    h.create_run(&run);
+    create_running(&h, "r");
     let events: Vec<EventLine> = vec![
         step_started(1),
         line(
@@ -1877,9 +1882,7 @@ async fn a_commits_events_of_a_run_are_one_row_and_read_back_event_by_event() {
 async fn interrupt_follows_the_last_event_of_a_row_of_several() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    let mut run = summary("r", 1, RunState::Running);
-    run.outcome = None;
-    h.create_run(&run);
+    create_running(&h, "r");
     let staged = h.staged("r");
     for e in [step_started(1), step_started(2), step_started(3)] {
         staged.append_event_json(e.seq, e.at_ms, serde_json::to_string(&e.event).unwrap());

@@ -344,23 +344,19 @@ impl Writer {
             // before it, as it always did.
             let mut events = EventRows::default();
             for (i, write) in writes.iter().enumerate() {
-                match write {
-                    Write::Event {
-                        run_id,
-                        seq,
-                        at_ms,
-                        json,
-                    } => {
-                        if let Ok(seq) = i64::try_from(*seq) {
-                            if events.gather(i, run_id, seq, *at_ms, json) {
-                                continue;
-                            }
-                        }
+                if let Write::Event {
+                    run_id,
+                    seq,
+                    at_ms,
+                    json,
+                } = write
+                {
+                    let seq = i64::try_from(*seq);
+                    if seq.is_ok_and(|seq| events.gather(i, run_id, seq, *at_ms, json)) {
+                        continue;
                     }
-                    Write::Interrupt { .. } | Write::DeleteRun(_) => {
-                        self.store_events(std::mem::take(&mut events), &mut bad)?;
-                    }
-                    _ => {}
+                } else if matches!(write, Write::Interrupt { .. } | Write::DeleteRun(_)) {
+                    self.store_events(std::mem::take(&mut events), &mut bad)?;
                 }
                 match self.write(write) {
                     Ok(()) => {}
