@@ -4,8 +4,10 @@
 //! Why: a step's five events were five rows, and storing them was about
 //! half of the writer's work under `cargo bench --bench daemon` (README,
 //! Benchmarks): five statements and five entries in the `(run_id, seq)`
-//! index per step. One row holds them now: `seq` its first event's,
-//! `last_seq` its last's, `at_ms` its last's (a run's last sign of life is
+//! index per step. One row holds them now (at most [`MAX_ROW_EVENTS`]
+//! events and about [`MAX_ROW_BYTES`], so that a reader paging through a
+//! run reads each row about once): `seq` its first event's, `last_seq` its
+//! last's, `at_ms` the latest of their times (a run's last sign of life is
 //! still `MAX(at_ms)`), and `event` the events' API lines, each
 //! `{"seq":N,"at_ms":T,...}` and a newline, as `GET /v1/runs/{id}/events`
 //! serves them. A row with a NULL `last_seq` holds the one event `seq` as
@@ -18,12 +20,30 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// How a stored `plan_changed` event begins: serde writes the tag first.
 /// `read::PLAN_EVENTS` and the partial index `events_plan` (schema 5)
 /// test the same 23 bytes.
 pub(super) const PLAN_PREFIX: &str = "{\"type\":\"plan_changed\",";
+
+/// Most events in one row: a page of `GET /v1/runs/{id}/events` read from
+/// the history (`event_log`'s 64), so that paging through a run whose
+/// events piled up in one commit (a disk that refused writes for a while)
+/// does not read the same large row once per page.
+pub(super) const MAX_ROW_EVENTS: usize = 64;
+
+/// About the most bytes of events in one row, for the same reason.
+pub(super) const MAX_ROW_BYTES: usize = 64 << 10;
+
+/// A row of several events that does not read back as the writer wrote it.
+#[derive(Debug, thiserror::Error)]
+#[error("the row of events {first}..={last} {problem}")]
+pub(super) struct BadRow {
+    first: u64,
+    last: u64,
+    problem: String,
+}
 
 /// One event of a commit, by its place in the commit's list of writes.
 struct Pending<'a> {
@@ -45,10 +65,10 @@ pub(super) struct EventRows<'a> {
 /// from (to count them if the row is refused).
 pub(super) struct Row<'a> {
     pub run_id: &'a str,
-    pub writes: Vec<usize>,
-    first_seq: i64,
-    last_seq: i64,
-    last_at_ms: i64,
+    /// The row's events, in seq order, with the writes they came from.
+    events: Vec<Pending<'a>>,
+    /// The latest of the events' times.
+    at_ms: i64,
     /// The event's object alone for a row of one, else the events' lines.
     stored: Stored<'a>,
 }
@@ -88,17 +108,27 @@ impl<'a> EventRows<'a> {
 
     /// The rows: each run's events cut where a seq is not the one after
     /// the last (events dropped while the disk refused, a `plan_changed`
-    /// stored apart).
+    /// stored apart) and where a row is full.
     pub(super) fn rows(self) -> impl Iterator<Item = Row<'a>> {
         self.runs.into_iter().flat_map(|(run_id, mut events)| {
             events.sort_by_key(|e| e.seq);
             let mut rows = Vec::new();
-            let mut start = 0;
-            for i in 1..=events.len() {
-                if i == events.len() || events[i].seq != events[i - 1].seq.saturating_add(1) {
-                    rows.push(Row::of(run_id, &events[start..i]));
-                    start = i;
+            let mut current: Vec<Pending<'a>> = Vec::new();
+            let mut bytes = 0;
+            for event in events {
+                let follows = current
+                    .last()
+                    .is_some_and(|last| last.seq.checked_add(1) == Some(event.seq));
+                let full = current.len() >= MAX_ROW_EVENTS || bytes >= MAX_ROW_BYTES;
+                if !current.is_empty() && (!follows || full) {
+                    rows.push(Row::of(run_id, std::mem::take(&mut current)));
+                    bytes = 0;
                 }
+                bytes += event.json.len();
+                current.push(event);
+            }
+            if !current.is_empty() {
+                rows.push(Row::of(run_id, current));
             }
             rows
         })
@@ -106,56 +136,115 @@ impl<'a> EventRows<'a> {
 }
 
 impl<'a> Row<'a> {
-    /// `events`: consecutive, at least one.
-    fn of(run_id: &'a str, events: &[Pending<'a>]) -> Row<'a> {
-        let (first, last) = (&events[0], &events[events.len() - 1]);
-        let stored = if events.len() == 1 {
-            Stored::One(first.json)
-        } else {
-            let mut lines =
-                String::with_capacity(events.iter().map(|e| e.json.len() + 48).sum::<usize>());
-            for e in events {
-                crate::api::push_event_line(&mut lines, e.seq, e.at_ms, e.json);
+    /// `events`: consecutive, at least one (`rows` makes no empty row).
+    fn of(run_id: &'a str, events: Vec<Pending<'a>>) -> Row<'a> {
+        let at_ms = events.iter().map(|e| e.at_ms).max().unwrap_or_default();
+        let stored = match &events[..] {
+            [one] => Stored::One(one.json),
+            several => {
+                let mut lines =
+                    String::with_capacity(several.iter().map(|e| e.json.len() + 48).sum::<usize>());
+                for e in several {
+                    crate::api::push_event_line(&mut lines, e.seq, e.at_ms, e.json);
+                }
+                Stored::Lines(lines)
             }
-            Stored::Lines(lines)
         };
         Row {
             run_id,
-            writes: events.iter().map(|e| e.write).collect(),
-            first_seq: first.seq,
-            last_seq: last.seq,
-            last_at_ms: last.at_ms,
+            events,
+            at_ms,
             stored,
         }
     }
 
+    /// The writes the row's events came from, in seq order.
+    pub(super) fn writes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.events.iter().map(|e| e.write)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.events.len()
+    }
+
     pub(super) fn describe(&self) -> String {
+        let (first, last) = (self.events.first(), self.events.last());
         format!(
             "appending events {}..={} of run {}",
-            self.first_seq, self.last_seq, self.run_id
+            first.map_or(0, |e| e.seq),
+            last.map_or(0, |e| e.seq),
+            self.run_id
         )
     }
 
     pub(super) fn insert(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let (Some(first), Some(last)) = (self.events.first(), self.events.last()) else {
+            return Ok(());
+        };
+        if stored_any(conn, self.run_id, first.seq, last.seq)? {
+            return Err(already_stored());
+        }
         match &self.stored {
-            Stored::One(json) => {
-                insert_one(conn, self.run_id, self.first_seq, self.last_at_ms, json)
-            }
+            Stored::One(json) => insert_one(conn, self.run_id, first.seq, self.at_ms, json),
             Stored::Lines(lines) => conn
                 .prepare_cached(
                     "INSERT INTO events (run_id, seq, last_seq, at_ms, event)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
                 )?
-                .execute(params![
-                    self.run_id,
-                    self.first_seq,
-                    self.last_seq,
-                    self.last_at_ms,
-                    lines
-                ])
+                .execute(params![self.run_id, first.seq, last.seq, self.at_ms, lines])
                 .map(drop),
         }
     }
+
+    /// The row's events one row each, for a row refused by itself: only
+    /// the events that are wrong by themselves (a seq already stored) are
+    /// then lost. Each with the write it came from, its seq and how it went.
+    pub(super) fn insert_each<'s>(
+        &'s self,
+        conn: &'s Connection,
+    ) -> impl Iterator<Item = (usize, i64, rusqlite::Result<()>)> + 's {
+        self.events.iter().map(move |e| {
+            let inserted = match stored_any(conn, self.run_id, e.seq, e.seq) {
+                Ok(false) => insert_one(conn, self.run_id, e.seq, e.at_ms, e.json),
+                Ok(true) => Err(already_stored()),
+                Err(e) => Err(e),
+            };
+            (e.write, e.seq, inserted)
+        })
+    }
+}
+
+/// An event whose seq run already has: refused like a duplicate key, which
+/// a row's key alone no longer catches (a row holds several seqs).
+#[derive(Debug, thiserror::Error)]
+#[error("the run has this event already")]
+struct AlreadyStored;
+
+fn already_stored() -> rusqlite::Error {
+    // Not a storage error: the write is wrong by itself, counted and dropped.
+    rusqlite::Error::ToSqlConversionFailure(Box::new(AlreadyStored))
+}
+
+/// Whether run `run_id` has an event stored in `first..=last`: in the row
+/// that begins last at or before `first` (rows never overlap, so no earlier
+/// one reaches further), or in a row that begins after it. Two seeks of
+/// the `(run_id, seq)` index, whose pages the insert that follows touches
+/// anyway; what keeps rows from overlapping, which reads rely on.
+fn stored_any(conn: &Connection, run_id: &str, first: i64, last: i64) -> rusqlite::Result<bool> {
+    let reach: Option<i64> = conn
+        .prepare_cached(
+            "SELECT COALESCE(last_seq, seq) FROM events WHERE run_id = ?1 AND seq <= ?2
+             ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![run_id, first], |r| r.get(0))
+        .optional()?;
+    if reach.is_some_and(|end| end >= first) {
+        return Ok(true);
+    }
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND seq > ?2 AND seq <= ?3)",
+    )?
+    .query_row(params![run_id, first, last], |r| r.get(0))
 }
 
 /// One event in a row of its own, its object alone.
@@ -188,14 +277,14 @@ impl StoredEvent<'_> {
     }
 }
 
-/// The events of a row (`seq`, `last_seq`, `at_ms`, `event`), in order;
-/// `Err` names what is wrong with a row of several that does not read.
+/// The events of a row (`seq`, `last_seq`, `at_ms`, `event`), in order,
+/// or what is wrong with a row of several that does not read.
 pub(super) fn split<'r>(
     seq: u64,
     last_seq: Option<u64>,
     at_ms: i64,
     event: &'r str,
-) -> Result<Vec<StoredEvent<'r>>, String> {
+) -> Result<Vec<StoredEvent<'r>>, BadRow> {
     let Some(last) = last_seq else {
         return Ok(vec![StoredEvent::One {
             seq,
@@ -203,25 +292,24 @@ pub(super) fn split<'r>(
             json: event,
         }]);
     };
+    let bad = |problem: String| BadRow {
+        first: seq,
+        last,
+        problem,
+    };
     let mut events = Vec::new();
     let mut expected = seq;
     for line in event.split_terminator('\n') {
-        let found = line_seq(line).ok_or_else(|| {
-            format!("a line of the events {seq}..={last} does not begin with its seq")
-        })?;
+        let found = line_seq(line)
+            .ok_or_else(|| bad("has a line that does not begin with its seq".into()))?;
         if found != expected || found > last {
-            return Err(format!(
-                "the events {seq}..={last} hold event {found} where {expected} belongs"
-            ));
+            return Err(bad(format!("holds event {found} where {expected} belongs")));
         }
         events.push(StoredEvent::Line { seq: found, line });
         expected = found.saturating_add(1);
     }
     if expected != last.saturating_add(1) {
-        return Err(format!(
-            "the events {seq}..={last} end at {}",
-            expected.saturating_sub(1)
-        ));
+        return Err(bad(format!("ends at {}", expected.saturating_sub(1))));
     }
     Ok(events)
 }
@@ -237,13 +325,13 @@ fn line_seq(line: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn gathered<'a>(events: &[(&'a str, i64, &'a str)]) -> Vec<(String, Vec<usize>, i64, i64)> {
+    fn gathered<'a>(events: &[(&'a str, i64, &'a str)]) -> Vec<(String, Vec<usize>)> {
         let mut rows = EventRows::default();
         for (i, (run, seq, json)) in events.iter().enumerate() {
             rows.gather(i, run, *seq, 1_000 + seq, json);
         }
         rows.rows()
-            .map(|r| (r.run_id.to_string(), r.writes, r.first_seq, r.last_seq))
+            .map(|r| (r.run_id.to_string(), r.writes().collect()))
             .collect()
     }
 
@@ -261,11 +349,26 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                ("a".into(), vec![0, 2, 3], 1, 3),
-                ("a".into(), vec![5], 5, 5),
-                ("b".into(), vec![1, 4], 7, 8),
+                ("a".into(), vec![0, 2, 3]),
+                ("a".into(), vec![5]),
+                ("b".into(), vec![1, 4]),
             ]
         );
+    }
+
+    #[test]
+    fn a_row_is_cut_when_full_and_seqs_at_the_limit_do_not_join() {
+        let e = r#"{"type":"step_started","step":1,"max_steps":3}"#;
+        let many: Vec<(&str, i64, &str)> = (1..=150).map(|seq| ("a", seq, e)).collect();
+        let sizes: Vec<usize> = gathered(&many).iter().map(|(_, w)| w.len()).collect();
+        assert_eq!(sizes, vec![64, 64, 22]);
+        let big = "x".repeat(40 << 10);
+        let sizes: Vec<usize> = gathered(&[("a", 1, &big), ("a", 2, &big), ("a", 3, e)])
+            .iter()
+            .map(|(_, w)| w.len())
+            .collect();
+        assert_eq!(sizes, vec![2, 1], "cut once past 64 KiB");
+        assert_eq!(gathered(&[("a", i64::MAX, e), ("a", i64::MAX, e)]).len(), 2);
     }
 
     #[test]
@@ -305,12 +408,13 @@ mod tests {
                 ..
             }]
         ));
-        assert!(split(4, Some(6), 11, &lines)
-            .unwrap_err()
-            .contains("end at 5"));
-        assert!(split(3, Some(5), 11, &lines)
-            .unwrap_err()
-            .contains("where 3 belongs"));
+        let err =
+            |first, last, text: &str| split(first, Some(last), 11, text).unwrap_err().to_string();
+        assert_eq!(err(4, 6, &lines), "the row of events 4..=6 ends at 5");
+        assert_eq!(
+            err(3, 5, &lines),
+            "the row of events 3..=5 holds event 4 where 3 belongs"
+        );
         assert!(split(4, Some(5), 11, "not a line\n").is_err());
     }
 }

@@ -475,14 +475,19 @@ impl Reader<'_> {
             path: self.path.to_path_buf(),
             detail,
         };
+        // The last seq served: rows never overlap as the writer stores
+        // them, and an event met again (a file edited by hand) is skipped
+        // rather than served twice.
+        let mut served = after;
         while let Some(row) = rows.next().map_err(|e| sqlite(self.path, e))? {
             let (seq, last_seq, at_ms, text) = columns(row).map_err(|e| sqlite(self.path, e))?;
             let events = event_rows::split(seq, last_seq, at_ms, &text)
                 .map_err(|e| corrupt(format!("run {id}: {e}")))?;
             for event in events {
-                if event.seq() <= after {
+                if event.seq() <= served {
                     continue;
                 }
+                served = event.seq();
                 if !f(event).map_err(corrupt)? {
                     return Ok(());
                 }

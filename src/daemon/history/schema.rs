@@ -105,8 +105,8 @@ const MIGRATIONS: &[&str] = &[
     // writer's work (README, Benchmarks): five inserts, five entries in
     // the (run_id, seq) index. The writer now stores the events a run has
     // in one commit as one row: `seq` its first event's, `last_seq` its
-    // last's, `at_ms` its last's (a run's last sign of life stays
-    // `MAX(at_ms)`), and `event` their API lines (`{\"seq\":..,\"at_ms\":..,...}`
+    // last's, `at_ms` the latest of their times (a run's last sign of life
+    // stays `MAX(at_ms)`), and `event` their API lines (`{\"seq\":..,\"at_ms\":..,...}`
     // and a newline each). NULL `last_seq`: the row holds the one event
     // `seq`, its `event` the event's object alone, as every row before
     // this version does; `plan_changed` events are always stored so, for

@@ -1876,20 +1876,30 @@ async fn a_commits_events_of_a_run_are_one_row_and_read_back_event_by_event() {
 }
 
 /// Start-up recovery numbers its `run_ended` after the last event of the
-/// run's last row, and dates it by that row's last event, when the events
-/// before it are stored as one row in the same commit.
+/// run's last row, and dates it by that row's latest event, when the
+/// events before it are stored as one row in the same commit (the disk
+/// refuses until all of them are queued, so they commit together).
 #[tokio::test]
 async fn interrupt_follows_the_last_event_of_a_row_of_several() {
     let dir = tempfile::tempdir().unwrap();
     let h = open(&dir);
-    create_running(&h, "r");
+    hold_commits(&h, "r", 1).await;
     let staged = h.staged("r");
     for e in [step_started(1), step_started(2), step_started(3)] {
         staged.append_event_json(e.seq, e.at_ms, serde_json::to_string(&e.event).unwrap());
     }
     staged.release();
-    // Queued behind the events, not flushed: the same commit.
-    h.interrupt_unfinished(77_000).await.unwrap();
+    assert!(
+        h.interrupt_unfinished(77_000).await.is_err(),
+        "refused for now, and kept behind the events"
+    );
+    disk_full(&h, false);
+    h.flush().await.unwrap();
+    assert_eq!(
+        event_rows(&h, "r").await,
+        (2, 1),
+        "1..=3 as one row, then run_ended"
+    );
     let events = h.events("r", 0).await.unwrap();
     assert_eq!(
         events.iter().map(|e| (e.seq, e.at_ms)).collect::<Vec<_>>(),
@@ -1897,6 +1907,33 @@ async fn interrupt_follows_the_last_event_of_a_row_of_several() {
     );
     assert!(matches!(events[3].event, RunEvent::RunEnded { .. }));
     assert_eq!(h.write_errors(), 0);
+}
+
+/// A row that would hold an event already stored (its key alone does not
+/// catch that: the stored row begins earlier) is tried again one event a
+/// row: only that event is lost and counted, the next one is kept, and no
+/// event is served twice.
+#[tokio::test]
+async fn a_refused_row_loses_only_its_bad_events_and_none_is_served_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(&dir);
+    create_running(&h, "r");
+    let send = |events: &[EventLine]| {
+        let staged = h.staged("r");
+        for e in events {
+            staged.append_event_json(e.seq, e.at_ms, serde_json::to_string(&e.event).unwrap());
+        }
+        staged.release();
+    };
+    send(&[step_started(1), step_started(2), step_started(3)]);
+    h.flush().await.unwrap();
+    send(&[step_started(3), step_started(4)]);
+    h.flush().await.unwrap();
+    assert_eq!(h.write_errors(), 1, "event 3 again");
+    let all: Vec<EventLine> = (1..=4).map(step_started).collect();
+    assert_eq!(h.events("r", 0).await.unwrap(), all);
+    assert_eq!(h.events("r", 3).await.unwrap(), all[3..].to_vec());
+    assert_eq!(h.event_lines("r", 1, 10).await.unwrap().len(), 3);
 }
 
 /// A row of several that does not read (a line out of place) is reported

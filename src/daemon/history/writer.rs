@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::event_rows::{insert_one, EventRows};
@@ -412,22 +412,34 @@ impl Writer {
         }
     }
 
-    /// Inserts the rows of `events`; a row refused by itself (a constraint)
-    /// marks its writes in `bad` and is counted, and the others go on. `Err`:
-    /// the storage refused, and the transaction is to be retried whole.
+    /// Inserts the rows of `events`. A row refused by itself (a
+    /// constraint) is tried again one event a row, so that only the events
+    /// wrong by themselves are marked in `bad` and counted, as any other
+    /// write. `Err`: the storage refused, and the transaction is to be
+    /// retried whole.
     fn store_events(&self, events: EventRows<'_>, bad: &mut [bool]) -> rusqlite::Result<()> {
         for row in events.rows() {
-            match row.insert(&self.conn) {
-                Ok(()) => {}
+            let refused = match row.insert(&self.conn) {
+                Ok(()) => continue,
                 Err(e) if is_storage_error(&e) || self.conn.is_autocommit() => return Err(e),
-                Err(e) => {
-                    for &i in &row.writes {
+                Err(e) => e,
+            };
+            if row.len() == 1 {
+                row.writes().for_each(|i| bad[i] = true);
+                self.fail(1, format_args!("{}: {refused}", row.describe()));
+                continue;
+            }
+            for (i, seq, inserted) in row.insert_each(&self.conn) {
+                match inserted {
+                    Ok(()) => {}
+                    Err(e) if is_storage_error(&e) || self.conn.is_autocommit() => return Err(e),
+                    Err(e) => {
                         bad[i] = true;
+                        self.fail(
+                            1,
+                            format_args!("appending event {seq} of run {}: {e}", row.run_id),
+                        );
                     }
-                    self.fail(
-                        row.writes.len() as u64,
-                        format_args!("{}: {e}", row.describe()),
-                    );
                 }
             }
         }
@@ -658,11 +670,19 @@ fn interrupt(conn: &Connection, now_ms: i64) -> rusqlite::Result<Vec<String>> {
         })?
         .collect::<rusqlite::Result<_>>()?;
     for (id, steps) in &unfinished {
-        let (last, last_at): (Option<i64>, Option<i64>) = conn
+        // Rows never overlap: the last event is in the row with the
+        // highest `seq`, found by a seek (`MAX` over `last_seq`, a column
+        // after the row's events, would read every row whole).
+        let last: Option<i64> = conn
             .prepare_cached(
-                "SELECT MAX(COALESCE(last_seq, seq)), MAX(at_ms) FROM events WHERE run_id = ?1",
+                "SELECT COALESCE(last_seq, seq) FROM events WHERE run_id = ?1
+                 ORDER BY seq DESC LIMIT 1",
             )?
-            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            .query_row([id], |row| row.get(0))
+            .optional()?;
+        let last_at: Option<i64> = conn
+            .prepare_cached("SELECT MAX(at_ms) FROM events WHERE run_id = ?1")?
+            .query_row([id], |row| row.get(0))?;
         // The run ended when the daemon running it did: at its last sign
         // of life (its last event, else its start or creation), not now. A
         // run orphaned last week is not a run of today: the daily budgets'
