@@ -328,7 +328,7 @@ mod tests {
     fn gathered<'a>(events: &[(&'a str, i64, &'a str)]) -> Vec<(String, Vec<usize>)> {
         let mut rows = EventRows::default();
         for (i, (run, seq, json)) in events.iter().enumerate() {
-            rows.gather(i, run, *seq, 1_000 + seq, json);
+            rows.gather(i, run, *seq, seq.saturating_add(1_000), json);
         }
         rows.rows()
             .map(|r| (r.run_id.to_string(), r.writes().collect()))
