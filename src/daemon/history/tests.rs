@@ -1661,14 +1661,18 @@ async fn the_plan_is_read_through_its_partial_index() {
         "{plan:?}"
     );
     // The index holds the plan event alone, and the query finds it.
-    let indexed: Vec<i64> = conn
-        .prepare(super::read::PLAN_EVENTS)
+    let indexed = plan_seqs(&conn, "r");
+    assert_eq!(indexed, vec![2]);
+}
+
+/// The seqs `read::PLAN_EVENTS` finds for run `id`, newest first.
+fn plan_seqs(conn: &rusqlite::Connection, id: &str) -> Vec<i64> {
+    conn.prepare(super::read::PLAN_EVENTS)
         .unwrap()
-        .query_map(["r"], |r| r.get(0))
+        .query_map([id], |r| r.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(indexed, vec![2]);
+        .unwrap()
 }
 
 /// A live run's step is held until its release and then committed whole,
@@ -1846,13 +1850,7 @@ async fn a_commits_events_of_a_run_are_one_row_and_read_back_event_by_event() {
     assert!(h.event_lines("r", 6, 10).await.unwrap().is_empty());
 
     let conn = rusqlite::Connection::open(h.path()).unwrap();
-    let plans: Vec<i64> = conn
-        .prepare(super::read::PLAN_EVENTS)
-        .unwrap()
-        .query_map(["r"], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plans = plan_seqs(&conn, "r");
     assert_eq!(plans, vec![4]);
     assert!(super::read::PLAN_EVENTS.contains(super::event_rows::PLAN_PREFIX));
     // Both halves of the read seek the run's rows through the index.
